@@ -1,0 +1,38 @@
+# Set-up path: `make run` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# The CPU wheel on these machines; an unpinned torch would pull a multi-GB CUDA build.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: run test install install-test lint bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q $(TORCH_PIN)
+	$(PIP) install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+run: install
+	$(VENV)/bin/sglang platform
+
+test: install-test
+	$(VENV)/bin/ruff check python tests bench examples
+	$(PY) -m pytest -q
+
+bench: install-test
+	$(PY) bench/hooks.py
+	$(PY) bench/discovery.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

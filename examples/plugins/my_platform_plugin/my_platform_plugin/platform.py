@@ -1,0 +1,34 @@
+"""The SRT platform of the emulated device."""
+
+from __future__ import annotations
+
+from my_platform_plugin.device import MyDeviceMixin
+from sglang.srt.platforms.interface import SRTPlatform
+
+
+class MySRTPlatform(SRTPlatform, MyDeviceMixin):
+    def get_default_attention_backend(self) -> str:
+        return "torch_native"
+
+    def support_cuda_graph(self) -> bool:
+        return False
+
+    def get_mha_kv_pool_cls(self) -> type:
+        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+        return MHATokenToKVPool
+
+    def get_paged_allocator_cls(self) -> type:
+        from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
+
+        return PagedTokenToKVPoolAllocator
+
+    def get_graph_runner_cls(self) -> type:
+        from sglang.srt.model_executor.graph_runner import EagerGraphRunner
+
+        return EagerGraphRunner
+
+    def get_quantization_config(self, quantization: str | None) -> None:
+        if quantization:
+            raise ValueError(f"my_device supports no quantization, got {quantization!r}")
+        return None

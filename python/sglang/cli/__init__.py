@@ -1,0 +1,1 @@
+"""The ``sglang`` command line."""

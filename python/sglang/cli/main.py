@@ -1,0 +1,61 @@
+"""``sglang`` command: subcommands are registered here and imported lazily."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+
+def _cmd_platform(args: argparse.Namespace) -> int:
+    """Resolve the SRT platform, load the SRT plugins, print what happened."""
+    from sglang.srt.platforms import get_platform_decision
+    from sglang.srt.plugins import format_plugin_report, load_plugins, plugin_records
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    decision = get_platform_decision()
+    load_plugins()
+    if args.json:
+        out = {
+            "platform": decision.as_dict(),
+            "plugins": [r.as_dict() for r in plugin_records()],
+            "applied_targets": {t: [e.__dict__ | {"type": e.type.name} for e in HookRegistry.describe(t)] for t in HookRegistry.applied_targets()},
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    print("SRT " + decision.format())
+    print(format_plugin_report())
+    targets = HookRegistry.applied_targets()
+    print(f"applied hook targets: {len(targets)}")
+    for t in targets:
+        chain = " -> ".join(f"{e.type.name}:{e.hook} [{e.plugin}]" for e in HookRegistry.describe(t))
+        print(f"  {t}: {chain}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sglang", description="SGLang runtime command line")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("platform", help="show the resolved SRT platform and the plugin report")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_platform)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:  # a clean one-line error for the user, the cause chained
+        print(f"sglang {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""SRT: the serving runtime (platforms, plugins, runtime context, engine)."""

@@ -1,0 +1,1 @@
+"""KV cache memory: token pools and paged allocators (pluggable per platform)."""

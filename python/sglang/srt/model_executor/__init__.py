@@ -1,0 +1,1 @@
+"""Model execution: model runner and graph runners."""

@@ -1,0 +1,74 @@
+"""The built-in CPU platform: complete, and the one the engine uses without an accelerator."""
+
+from __future__ import annotations
+
+import os
+import platform as _py_platform
+import resource
+import uuid
+from typing import Any
+
+from sglang.srt.platforms._torch_common import TorchSRTPlatform
+from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
+
+
+def _meminfo(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class CpuSRTPlatform(TorchSRTPlatform):
+    _enum = PlatformEnum.CPU
+    device_name = "cpu"
+    device_type = "cpu"
+
+    def get_device(self, local_rank: int) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def set_device(self, device: Any) -> None:
+        pass  # one host, nothing to select
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return _py_platform.processor() or _py_platform.machine() or "cpu"
+
+    def get_device_uuid(self, device_id: int = 0) -> str:
+        try:
+            with open("/etc/machine-id") as f:
+                return f"cpu-{f.read().strip()}"
+        except OSError:
+            return f"cpu-{uuid.getnode():012x}"
+
+    def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
+        return None
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        total = _meminfo("MemTotal")
+        return total if total is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+    def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
+        free = _meminfo("MemAvailable")
+        if free is None:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        return free, self.get_device_total_memory(device_id)
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        # ru_maxrss is KiB on Linux: the process's peak resident set
+        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "gloo"

@@ -1,0 +1,75 @@
+"""``SRTPlatform``: capability flags, subsystem factories and lifecycle hooks.
+
+Device identity and operations come from :class:`DeviceMixin`. ``SRTPlatform``
+deliberately defines none of them itself, so in the documented vendor layout
+``class MySRTPlatform(SRTPlatform, MyDeviceMixin)`` the vendor mixin's device
+methods win in the MRO.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang.srt.platforms.device_mixin import DeviceMixin
+
+
+class SRTPlatform(DeviceMixin):
+    """Base class of every SRT platform; also the last-resort fallback platform.
+
+    Who calls what: the engine reads the capability flags and factories through
+    ``current_platform``; ``apply_server_args_defaults`` runs inside
+    ``ServerArgs.__post_init__``; ``init_backend`` runs once in each worker
+    before the model is built.
+    """
+
+    _sglang_interface = True
+
+    # -- capability flags ---------------------------------------------------
+    def support_cuda_graph(self) -> bool:
+        return False
+
+    def support_piecewise_cuda_graph(self) -> bool:
+        return False
+
+    def supports_fp8(self) -> bool:
+        return False
+
+    # -- subsystem factories ------------------------------------------------
+    def get_default_attention_backend(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_default_attention_backend()")
+
+    def get_graph_runner_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_graph_runner_cls()")
+
+    def get_mha_kv_pool_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_mha_kv_pool_cls()")
+
+    def get_mla_kv_pool_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_mla_kv_pool_cls()")
+
+    def get_dsa_kv_pool_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_dsa_kv_pool_cls()")
+
+    def get_paged_allocator_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_paged_allocator_cls()")
+
+    def get_quantization_config(self, quantization: str | None) -> Any:
+        """Hardware-specific config for ``quantization``; ``None`` means use the default."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_quantization_config()")
+
+    def get_piecewise_backend_cls(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_piecewise_backend_cls()")
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        return "inductor"
+
+    def get_dispatch_key_name(self) -> str:
+        """Dispatch key of fused ops (``BaseFusedOp``)."""
+        return "native"
+
+    # -- lifecycle hooks ----------------------------------------------------
+    def apply_server_args_defaults(self, server_args: Any) -> None:
+        """Declare platform defaults while ``ServerArgs`` resolves."""
+
+    def init_backend(self) -> None:
+        """One-time backend initialization, in each worker, before the model is built."""

@@ -1,0 +1,1 @@
+"""Test helpers: real distributions on disk and fresh interpreters."""
