@@ -239,3 +239,13 @@ def test_composed_wrapper_is_one_python_frame(registry, target_module):
     target_module.returns_none()
     # this frame -> the composed wrapper (1 frame for 3 hooks) -> the replacement
     assert depth["inner"] == outer + 2
+
+
+def test_after_sees_the_arguments_as_its_own_layer_passed_them(registry, target_module):
+    seen = []
+    t = f"{target_module.__name__}.add"
+    registry.register(t, lambda result, a, b=1: seen.append(("outer-after", a)), HookType.AFTER)
+    registry.register(t, lambda a, b=1: ((a + 100,), {"b": b}), HookType.BEFORE)
+    registry.apply_hooks()
+    assert target_module.add(1) == 102
+    assert seen == [("outer-after", 1)]  # the inner BEFORE's rewrite is invisible outside it

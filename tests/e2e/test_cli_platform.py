@@ -1,0 +1,55 @@
+"""`sglang platform` (what `make run` shows today) as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.dists import clean_env, make_dist
+
+SGLANG = shutil.which("sglang", path=str(Path(sys.executable).parent)) or "sglang"
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SGLANG, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_reports_platform_decision_plugins_and_hooks(tmp_path):
+    make_dist(
+        tmp_path,
+        "acme-hooks",
+        entry_points={"sglang.srt.plugins": {"acme": "acme_hooks:register"}},
+        files={
+            "acme_hooks/__init__.py": (
+                "from sglang.srt.plugins.hook_registry import HookRegistry, HookType\n"
+                "def register():\n"
+                "    HookRegistry.register('json:dumps', lambda *a, **k: None, HookType.BEFORE)\n"
+            )
+        },
+    )
+    env = clean_env(SGLANG_USE_CPU_ENGINE="1", PYTHONPATH=str(tmp_path))
+    proc = _run(["platform"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert "SRT platform: sglang.srt.platforms.cpu.CpuSRTPlatform" in proc.stdout
+    assert "rule: fallback: SGLANG_USE_CPU_ENGINE=1" in proc.stdout
+    assert "- acme [acme-hooks 0.1.0] loaded" in proc.stdout
+    assert "json.dumps: BEFORE:acme_hooks.register.<locals>.<lambda> [acme]" in proc.stdout
+    data = json.loads(_run(["platform", "--json"], env).stdout)
+    assert data["platform"]["rule"] == "fallback: SGLANG_USE_CPU_ENGINE=1"
+    assert data["plugins"][0]["status"] == "loaded"
+
+
+def test_bad_platform_selection_is_a_one_line_error_with_the_fix(tmp_path):
+    proc = _run(["platform"], clean_env(SGLANG_PLATFORM="nope"))
+    assert proc.returncode == 1
+    assert "sglang platform: error: PlatformSelectionError: SGLANG_PLATFORM='nope' matches no installed platform plugin" in proc.stderr
+    assert "unset SGLANG_PLATFORM" in proc.stderr
+
+
+def test_help_lists_the_subcommands():
+    proc = _run(["--help"], dict(os.environ))
+    assert proc.returncode == 0 and "platform" in proc.stdout
