@@ -33,6 +33,7 @@ test: install-test
 bench: install-test
 	$(PY) bench/hooks.py
 	$(PY) bench/discovery.py
+	$(PY) bench/context.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

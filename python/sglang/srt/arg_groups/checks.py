@@ -1,0 +1,39 @@
+"""``check_server_args``: validation whose errors name the flag and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang.srt.arg_groups.errors import ServerArgsError
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ServerArgsError(msg)
+
+
+def check_server_args(sa: Any) -> None:
+    """Raise :class:`ServerArgsError` for the first invalid argument."""
+    _need(bool(sa.model_path), "--model-path is empty: pass a .gguf file, a model directory, or smollm2-135m-instruct")
+    _need(sa.tp_size >= 1, f"--tp-size must be >= 1, got {sa.tp_size}")
+    _need(sa.nnodes >= 1, f"--nnodes must be >= 1, got {sa.nnodes}")
+    _need(0 <= sa.node_rank < sa.nnodes, f"--node-rank must be in [0, --nnodes={sa.nnodes}), got {sa.node_rank}")
+    _need(sa.nnodes == 1 or bool(sa.dist_init_addr), f"--nnodes {sa.nnodes} needs --dist-init-addr HOST:PORT of node 0")
+    _need(sa.tp_size % sa.nnodes == 0, f"--tp-size {sa.tp_size} must be a multiple of --nnodes {sa.nnodes}")
+    _need(1 <= sa.port <= 65535, f"--port must be in 1..65535, got {sa.port}")
+    _need(sa.page_size >= 1 and (sa.page_size & (sa.page_size - 1)) == 0, f"--page-size must be a power of two, got {sa.page_size}")
+    if sa.mem_fraction_static is not None:
+        _need(0 < sa.mem_fraction_static < 1, f"--mem-fraction-static must be in (0, 1), got {sa.mem_fraction_static}")
+    if sa.max_total_tokens is not None:
+        _need(sa.max_total_tokens >= sa.page_size, f"--max-total-tokens {sa.max_total_tokens} must hold at least one page (--page-size {sa.page_size})")
+    if sa.max_running_requests is not None:
+        _need(sa.max_running_requests >= 1, f"--max-running-requests must be >= 1, got {sa.max_running_requests}")
+    if sa.chunked_prefill_size is not None:
+        _need(sa.chunked_prefill_size == -1 or sa.chunked_prefill_size >= sa.page_size,
+              f"--chunked-prefill-size must be -1 (off) or at least --page-size {sa.page_size}, got {sa.chunked_prefill_size}")
+    if sa.context_length is not None:
+        _need(sa.context_length >= 1, f"--context-length must be >= 1, got {sa.context_length}")
+    _need(sa.torch_compile_max_bs >= 1, f"--torch-compile-max-bs must be >= 1, got {sa.torch_compile_max_bs}")
+    if sa.dist_init_addr:
+        host, sep, port = sa.dist_init_addr.rpartition(":")
+        _need(bool(sep and host and port.isdigit()), f"--dist-init-addr must be HOST:PORT, got {sa.dist_init_addr!r}")

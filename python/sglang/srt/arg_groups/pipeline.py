@@ -1,0 +1,132 @@
+"""The ordered resolution handlers of ``ServerArgs.__post_init__``.
+
+Each handler runs at its gate, reads the in-flight view, and declares. The
+platform gate calls ``current_platform.apply_server_args_defaults``; a platform
+declares through ``sglang.srt.arg_groups.overrides.declare``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sglang.srt.arg_groups.cli import CLI_GIVEN
+from sglang.srt.arg_groups.meta import public_fields
+from sglang.srt.arg_groups.overrides import model_override_declarations, register_post_process_pass, run_post_process_pass
+from sglang.srt.arg_groups.resolution import Resolution
+
+
+def probe_model_config(model_path: str) -> tuple[str | None, dict[str, Any]]:
+    """``(architecture, config dict)`` read cheaply from a model directory's config.json."""
+    cfg = Path(model_path) / "config.json"
+    if not cfg.is_file():
+        return None, {}
+    data = json.loads(cfg.read_text())
+    archs = data.get("architectures") or [None]
+    return archs[0], data
+
+
+def _accelerator_device() -> str | None:
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return "xpu"
+    return None
+
+
+def _handle_device(sa: Any, res: Resolution) -> None:
+    """``--device auto``: the platform's device; the CPU engine when nothing else is there."""
+    from sglang.plugin_core.discovery import list_entry_points
+    from sglang.srt.platforms import is_platform_resolved
+    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, GROUP, PLATFORM_ENV
+
+    device = res.view().device
+    explicit_platform = bool(os.environ.get(PLATFORM_ENV, "").strip())
+    if not is_platform_resolved() and not explicit_platform:
+        # choose the CPU engine *before* the platform resolves
+        if device == "cpu" or (device == "auto" and not list_entry_points(GROUP) and _accelerator_device() is None):
+            os.environ.setdefault(CPU_ENGINE_ENV, "1")
+    if device == "auto":
+        from sglang.srt.platforms import current_platform
+
+        resolved = current_platform.device_type if current_platform.device_type != "unknown" else "cpu"
+        res.declare("device auto-detection", {"device": resolved})
+
+
+def _handle_platform(sa: Any, res: Resolution) -> None:
+    from sglang.srt.platforms import current_platform
+
+    current_platform.apply_server_args_defaults(sa)
+
+
+def _handle_model_override(sa: Any, res: Resolution) -> None:
+    arch, hf_config = probe_model_config(sa.model_path)
+    decl = model_override_declarations(sa, arch, hf_config)
+    if decl:
+        res.declare(f"model override ({arch})", decl)
+
+
+def _handle_derived(sa: Any, res: Resolution) -> None:
+    view = res.view()
+    on_cpu = view.device == "cpu"
+    decl: dict[str, Any] = {}
+    if view.chunked_prefill_size is None:
+        decl["chunked_prefill_size"] = 512 if on_cpu else 4096
+    if view.mem_fraction_static is None:
+        decl["mem_fraction_static"] = 0.05 if on_cpu else 0.85
+    if decl:
+        res.declare("derived default", decl)
+
+
+@register_post_process_pass("schedule_policy")
+def _normalize_schedule_policy(view: Any) -> dict[str, Any] | None:
+    """``lpm`` ranks by prefix-cache hits; with the radix cache off it degrades to ``fcfs``."""
+    if view.schedule_policy == "lpm" and view.disable_radix_cache:
+        return {"schedule_policy": "fcfs"}
+    return None
+
+
+def _handle_post_process(sa: Any, res: Resolution) -> None:
+    run_post_process_pass(sa, "schedule_policy")
+
+
+PIPELINE: list[tuple[str, Callable[[Any, Resolution], None]]] = [
+    ("device", _handle_device),
+    ("platform", _handle_platform),
+    ("model_override", _handle_model_override),
+    ("derived", _handle_derived),
+    ("post_process", _handle_post_process),
+]
+
+
+def run_pipeline(sa: Any) -> dict[str, str]:
+    """Resolve ``sa`` in place; returns the provenance of every field."""
+    res = Resolution(sa)
+    object.__setattr__(sa, "_resolution", res)
+    try:
+        for gate, handler in PIPELINE:
+            res.gate = gate
+            handler(sa, res)
+        overlay = res.overlay()
+    finally:
+        del sa.__dict__["_resolution"]
+    given = CLI_GIVEN.get()
+    prov: dict[str, str] = {}
+    for f in public_fields(type(sa)):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.name in given:
+            prov[f.name] = "cli"
+        elif getattr(sa, f.name) != default:
+            prov[f.name] = "constructor"
+        else:
+            prov[f.name] = "default"
+    for name, (value, source) in overlay.items():
+        object.__setattr__(sa, name, value)
+        prov[name] = source
+    return prov
