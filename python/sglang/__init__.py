@@ -9,4 +9,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["Engine", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Engine":  # heavy: imported on first use only
+        from sglang.srt.entrypoints.engine import Engine
+
+        return Engine
+    raise AttributeError(f"module 'sglang' has no attribute {name!r}")

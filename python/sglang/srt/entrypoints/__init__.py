@@ -1,0 +1,1 @@
+"""Entry points: the offline ``Engine`` and (with the server) the HTTP API."""

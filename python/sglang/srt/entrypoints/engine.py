@@ -1,0 +1,300 @@
+"""``sglang.Engine``: the offline entry point over the full process topology.
+
+The caller's process holds the tokenizer manager; each TP rank runs
+``run_scheduler_process`` in a spawned process; one detokenizer process turns
+tokens into text; messages travel over ZMQ (ipc). A child that dies is
+reported to every waiting call within a second; children die with the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+from sglang.srt.managers.tokenizer_manager import EngineDeadError, ReqState, RequestError, TokenizerManager
+
+logger = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = float(os.environ.get("SGLANG_ENGINE_READY_TIMEOUT", "600"))
+
+
+@dataclass(frozen=True)
+class PortArgs:
+    tokenizer_input: str
+    scheduler_input: str
+    detokenizer_input: str
+    dist_init: str
+    ipc_dir: str
+
+    @classmethod
+    def init_new(cls, server_args: Any) -> PortArgs:
+        d = tempfile.mkdtemp(prefix="sglang-ipc-")
+        if server_args.nnodes > 1:
+            dist = f"tcp://{server_args.dist_init_addr}"
+        else:
+            dist = f"tcp://127.0.0.1:{server_args.nccl_port}"
+        return cls(f"ipc://{d}/tokenizer", f"ipc://{d}/scheduler", f"ipc://{d}/detokenizer", dist, d)
+
+
+class Engine:
+    """``Engine(model_path=..., **server_args)``; ``generate``, ``async_generate``, ``shutdown``.
+
+    Usable as a context manager. Every keyword is a ``ServerArgs`` field.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        from sglang.srt.server_args import ServerArgs
+
+        self.server_args = kwargs.pop("server_args", None) or ServerArgs(**kwargs)
+        self.procs: list[mp.process.BaseProcess] = []
+        self.tokenizer_manager: TokenizerManager | None = None
+        self.info: dict[str, Any] = {}
+        self._closed = False
+        self._port_args: PortArgs | None = None
+        try:
+            self._launch_subprocesses(self.server_args)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # -- launch ----------------------------------------------------------------------
+    def _launch_subprocesses(self, server_args: Any) -> None:
+        from sglang.srt.arg_groups.overrides import declare_late_resolution
+        from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
+        from sglang.srt.managers.scheduler import run_scheduler_process
+        from sglang.srt.plugins import load_plugins
+        from sglang.srt.runtime_context import publish
+        from sglang.srt.utils.process import free_port
+
+        load_plugins()
+        server_args.check_server_args()
+        if server_args.nccl_port is None and server_args.nnodes == 1:
+            declare_late_resolution(server_args, "launcher: a free port for torch.distributed", nccl_port=free_port())
+        self._port_args = port_args = PortArgs.init_new(server_args)
+        ctx = mp.get_context("spawn")  # never the embedding application's global start method
+        per_node = server_args.tp_size // server_args.nnodes
+        pipes = []
+        for local in range(per_node):
+            rank = server_args.node_rank * per_node + local
+            reader, writer = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=run_scheduler_process, args=(server_args, port_args, local, rank, writer), name=f"sglang-scheduler-TP{rank}", daemon=True)
+            p.start()
+            writer.close()
+            self.procs.append(p)
+            pipes.append(reader)
+        if server_args.node_rank == 0:
+            p = ctx.Process(target=run_detokenizer_process, args=(server_args, port_args), name="sglang-detokenizer", daemon=True)
+            p.start()
+            self.procs.append(p)
+        self.info = self._wait_ready(pipes)
+        if server_args.node_rank != 0:
+            return  # other nodes only host scheduler ranks
+        publish(server_args, role="tokenizer")
+        self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info)
+        threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
+
+    def _wait_ready(self, pipes: list[Any]) -> dict[str, Any]:
+        info: dict[str, Any] = {}
+        pending = list(pipes)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while pending:
+            for conn in wait(pending, timeout=0.5):
+                try:
+                    msg = conn.recv()
+                except EOFError:
+                    pending.remove(conn)
+                    continue
+                pending.remove(conn)
+                if msg["status"] != "ready":
+                    raise EngineDeadError(f"scheduler TP{msg['rank']} failed to start:\n{msg['error']}")
+                if msg["rank"] == 0 or not info:
+                    info = msg
+            dead = self._dead_child()
+            if dead:
+                raise EngineDeadError(f"{dead} during start-up; see its log above")
+            if time.monotonic() > deadline:
+                raise EngineDeadError(f"the engine did not start within {READY_TIMEOUT_S:.0f}s (SGLANG_ENGINE_READY_TIMEOUT)")
+        logger.info("engine ready: %s", info)
+        return info
+
+    def _dead_child(self) -> str | None:
+        for p in self.procs:
+            if p.exitcode is not None:
+                return f"{p.name} (pid {p.pid}) exited with code {p.exitcode}"
+        return None
+
+    def _watchdog(self) -> None:
+        while not self._closed:
+            dead = self._dead_child()
+            if dead and not self._closed:
+                logger.error("%s; failing every pending request", dead)
+                assert self.tokenizer_manager is not None
+                self.tokenizer_manager.fail_all(EngineDeadError(f"{dead}; the engine cannot serve any more"))
+                return
+            time.sleep(0.2)
+
+    # -- generate ----------------------------------------------------------------------
+    def _tm(self) -> TokenizerManager:
+        if self.tokenizer_manager is None:
+            raise EngineDeadError("this engine has no tokenizer manager (it is shut down, or it is not node 0)")
+        return self.tokenizer_manager
+
+    @staticmethod
+    def _result(st: ReqState) -> dict[str, Any]:
+        meta = {
+            "id": st.rid,
+            "finish_reason": st.finished,
+            "prompt_tokens": st.prompt_tokens,
+            "completion_tokens": len(st.output_ids),
+            "cached_tokens": st.meta.get("cached_tokens", 0),
+        }
+        if st.logprobs:
+            meta["output_token_logprobs"] = [(lp, tok) for (lp, _), tok in zip(st.logprobs, st.output_ids)]
+            meta["output_top_logprobs"] = [top for _, top in st.logprobs]
+        return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
+
+    def _wait(self, st: ReqState) -> dict[str, Any]:
+        while st.finished is None and st.error is None:
+            st.event.wait(0.5)
+            st.event.clear()
+        if st.error is not None:
+            raise st.error
+        return self._result(st)
+
+    def _stream(self, st: ReqState) -> Iterator[dict[str, Any]]:
+        sent = 0
+        try:
+            while True:
+                st.event.wait(0.5)
+                st.event.clear()
+                while sent < len(st.chunks):
+                    chunk = st.chunks[sent]
+                    sent += 1
+                    yield {**self._result(st), "delta": chunk["text"]}
+                if st.error is not None:
+                    raise st.error
+                if st.finished is not None and sent == len(st.chunks):
+                    return
+        finally:
+            if st.finished is None and st.error is None:
+                self._tm().abort(st.rid)  # the consumer stopped early
+
+    def generate(self, prompt: str | list[str] | None = None, sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
+                 input_ids: list[int] | list[list[int]] | None = None, stream: bool = False) -> Any:
+        """Generate for one prompt (a dict) or a list of prompts (a list of dicts).
+
+        ``stream=True`` (single prompt) yields dicts with the cumulative ``text``
+        and the new ``delta``. Bad input raises :class:`RequestError`.
+        """
+        tm = self._tm()
+        batch = isinstance(prompt, list) or (isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list))
+        if not batch:
+            st = tm.submit(prompt, sampling_params, input_ids, stream)  # type: ignore[arg-type]
+            return self._stream(st) if stream else self._wait(st)
+        if stream:
+            raise RequestError("stream=True takes a single prompt")
+        items = prompt if isinstance(prompt, list) else [None] * len(input_ids)  # type: ignore[arg-type]
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(items)
+        ids = input_ids if input_ids is not None else [None] * len(items)
+        states = [tm.submit(p, sp, i) for p, sp, i in zip(items, params, ids)]
+        return [self._wait(st) for st in states]
+
+    async def async_generate(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
+                             input_ids: list[int] | None = None, stream: bool = False) -> Any:
+        """Async ``generate`` for one prompt; with ``stream=True`` returns an async iterator."""
+        tm = self._tm()
+        st = tm.submit(prompt, sampling_params, input_ids, stream)
+        st.loop, st.aevent = asyncio.get_running_loop(), asyncio.Event()
+        st.event.set()  # results that arrived before the loop was attached are picked up
+        if stream:
+            return self._astream(st)
+        while st.finished is None and st.error is None:
+            await self._await(st)
+        if st.error is not None:
+            raise st.error
+        return self._result(st)
+
+    @staticmethod
+    async def _await(st: ReqState) -> None:
+        assert st.aevent is not None
+        if not st.event.is_set():
+            try:
+                await asyncio.wait_for(st.aevent.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+        st.aevent.clear()
+        st.event.clear()
+
+    async def _astream(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
+        sent = 0
+        try:
+            while True:
+                await self._await(st)
+                while sent < len(st.chunks):
+                    chunk = st.chunks[sent]
+                    sent += 1
+                    yield {**self._result(st), "delta": chunk["text"]}
+                if st.error is not None:
+                    raise st.error
+                if st.finished is not None and sent == len(st.chunks):
+                    return
+        finally:
+            if st.finished is None and st.error is None:
+                self._tm().abort(st.rid)
+
+    def flush_cache(self) -> None:
+        self._tm().flush_cache()
+
+    def get_server_info(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until a child exits (non-zero nodes of a multi-node engine)."""
+        while self._dead_child() is None:
+            time.sleep(0.5)
+
+    def shutdown(self) -> None:
+        """Stop every child (SIGTERM, then SIGKILL after 5 s) and free the sockets."""
+        if self._closed:
+            return
+        self._closed = True
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        deadline = time.monotonic() + 5
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(1)
+        if self.tokenizer_manager is not None:
+            self.tokenizer_manager.close()
+            self.tokenizer_manager = None
+        if self._port_args is not None:
+            shutil.rmtree(self._port_args.ipc_dir, ignore_errors=True)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass
+
+
+__all__ = ["Engine", "EngineDeadError", "RequestError"]

@@ -1,0 +1,1 @@
+"""Model layers: tensor-parallel linear and embedding, norms, rotary, attention, sampling."""

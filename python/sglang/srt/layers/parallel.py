@@ -1,0 +1,101 @@
+"""Tensor-parallel linear layers and the vocab-parallel embedding / LM head.
+
+Weights are loaded from full (unsharded) tensors: each rank slices its shard.
+Column-parallel layers split output features and keep their output sharded;
+row-parallel layers split input features and all-reduce their output.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sglang.srt.distributed.communication_op import tensor_model_parallel_all_gather, tensor_model_parallel_all_reduce
+
+
+def _shard(n: int, tp_size: int, tp_rank: int, what: str) -> slice:
+    if n % tp_size:
+        raise ValueError(f"{what} ({n}) is not divisible by --tp-size {tp_size}; choose a tp size that divides it")
+    size = n // tp_size
+    return slice(tp_rank * size, (tp_rank + 1) * size)
+
+
+class ColumnParallelLinear(nn.Module):
+    """``y = x @ W.T`` with W's rows (outputs) split across ranks; fused parts split each."""
+
+    def __init__(self, in_features: int, part_sizes: list[int], bias: bool, tp_size: int, tp_rank: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.part_sizes, self.tp_size, self.tp_rank = part_sizes, tp_size, tp_rank
+        local = [p // tp_size for p in part_sizes]
+        self.weight = nn.Parameter(torch.empty(sum(local), in_features, dtype=dtype), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(sum(local), dtype=dtype), requires_grad=False) if bias else None
+
+    def load(self, weights: list[torch.Tensor], biases: list[torch.Tensor] | None = None) -> None:
+        """``weights``: one full tensor per fused part (e.g. q, k, v)."""
+        rows = [w[_shard(w.shape[0], self.tp_size, self.tp_rank, "output features")] for w in weights]
+        self.weight.data.copy_(torch.cat(rows, 0))
+        if self.bias is not None and biases is not None:
+            self.bias.data.copy_(torch.cat([b[_shard(b.shape[0], self.tp_size, self.tp_rank, "bias")] for b in biases], 0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class RowParallelLinear(nn.Module):
+    """``y = all_reduce(x_shard @ W_shard.T)`` with W's columns (inputs) split across ranks."""
+
+    def __init__(self, in_features: int, out_features: int, tp_size: int, tp_rank: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.tp_size, self.tp_rank = tp_size, tp_rank
+        self.weight = nn.Parameter(torch.empty(out_features, in_features // tp_size, dtype=dtype), requires_grad=False)
+
+    def load(self, weight: torch.Tensor) -> None:
+        self.weight.data.copy_(weight[:, _shard(weight.shape[1], self.tp_size, self.tp_rank, "input features")])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return tensor_model_parallel_all_reduce(F.linear(x, self.weight))
+
+
+class VocabParallelEmbedding(nn.Module):
+    """Rows of the embedding split by vocabulary range; out-of-range ids contribute zeros."""
+
+    def __init__(self, vocab_size: int, hidden: int, tp_size: int, tp_rank: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.tp_size = tp_size
+        self.shard_size = -(-vocab_size // tp_size)  # ceil: the last shard is padded
+        self.start = tp_rank * self.shard_size
+        self.vocab_size = vocab_size
+        self.weight = nn.Parameter(torch.zeros(self.shard_size, hidden, dtype=dtype), requires_grad=False)
+
+    def load(self, weight: torch.Tensor) -> None:
+        part = weight[self.start : self.start + self.shard_size]
+        self.weight.data[: part.shape[0]].copy_(part)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.tp_size == 1:
+            return F.embedding(ids, self.weight)
+        local = ids - self.start
+        outside = (local < 0) | (local >= self.shard_size)
+        out = F.embedding(local.masked_fill(outside, 0), self.weight)
+        out.masked_fill_(outside.unsqueeze(-1), 0)
+        return tensor_model_parallel_all_reduce(out)
+
+
+class ParallelLMHead(nn.Module):
+    """Logits over this rank's vocabulary shard, gathered to the full vocabulary."""
+
+    def __init__(self, embedding: VocabParallelEmbedding, tied: bool, hidden: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.weight = embedding.weight if tied else nn.Parameter(torch.zeros_like(embedding.weight), requires_grad=False)
+
+    def load(self, weight: torch.Tensor) -> None:
+        part = weight[self.embedding.start : self.embedding.start + self.embedding.shard_size]
+        self.weight.data[: part.shape[0]].copy_(part)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(h, self.weight)
+        if self.embedding.tp_size > 1:
+            logits = tensor_model_parallel_all_gather(logits, dim=-1)
+        return logits[..., : self.embedding.vocab_size]

@@ -1,0 +1,79 @@
+"""Batched sampling: penalties, temperature, top-k / top-p / min-p, per-request seeds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class RequestSampler:
+    """Per-request state the sampler needs: params, a generator, token counts."""
+
+    def __init__(self, params: Any, default_seed: int, rid_hash: int) -> None:
+        self.params = params
+        seed = params.seed if params.seed is not None else (default_seed * 1_000_003 + rid_hash) % (2**63)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.counts: dict[int, int] = {}  # output token -> occurrences (penalties)
+        self.prompt_tokens: set[int] = set()
+
+    def observe(self, token: int) -> None:
+        self.counts[token] = self.counts.get(token, 0) + 1
+
+    @property
+    def needs_penalty(self) -> bool:
+        p = self.params
+        return p.repetition_penalty != 1.0 or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0
+
+
+def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
+    p = s.params
+    if p.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(s.prompt_tokens | set(s.counts)), dtype=torch.long)
+        if seen.numel():
+            vals = logits[seen]
+            logits[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+    if s.counts and (p.frequency_penalty or p.presence_penalty):
+        ids = torch.tensor(list(s.counts), dtype=torch.long)
+        cnt = torch.tensor(list(s.counts.values()), dtype=logits.dtype)
+        logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
+
+
+def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[int], list[Any]]:
+    """``logits`` [B, V] float32 -> (token per request, logprob info per request or None)."""
+    logits = logits.float()
+    if any(s.needs_penalty for s in samplers):
+        logits = logits.clone()
+        for i, s in enumerate(samplers):
+            if s.needs_penalty:
+                _penalize(logits[i], s)
+    out = logits.argmax(-1).tolist()
+    for i, s in enumerate(samplers):
+        p = s.params
+        if p.greedy:
+            continue
+        row = logits[i] / p.temperature
+        if p.top_k > 0:
+            kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
+            row = row.masked_fill(row < kth, float("-inf"))
+        probs = torch.softmax(row, -1)
+        if p.min_p > 0:
+            probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
+        if p.top_p < 1:
+            sp, si = probs.sort(descending=True)
+            drop = sp.cumsum(-1) - sp > p.top_p  # keep the smallest prefix reaching top_p
+            probs = probs.scatter(0, si, sp.masked_fill(drop, 0))
+        out[i] = int(torch.multinomial(probs, 1, generator=s.generator))
+    infos: list[Any] = [None] * len(samplers)
+    if any(s.params.logprobs for s in samplers):
+        logp = torch.log_softmax(logits, -1)
+        for i, s in enumerate(samplers):
+            if s.params.logprobs:
+                top = []
+                if s.params.top_logprobs_num:
+                    v, ix = logp[i].topk(s.params.top_logprobs_num)
+                    top = list(zip(ix.tolist(), v.tolist()))
+                infos[i] = (float(logp[i, out[i]]), top)
+    for s, t in zip(samplers, out):
+        s.observe(t)
+    return out, infos

@@ -1,0 +1,1 @@
+"""Process managers: scheduler, TP worker, tokenizer and detokenizer managers."""

@@ -1,0 +1,82 @@
+"""Detokenizer process: token ids -> text deltas, cut at stop strings.
+
+It never publishes: it reads only the raw config handed to its constructor.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import zmq
+
+from sglang.srt.managers.io_struct import BatchStrOut, BatchTokenIDOut
+
+logger = logging.getLogger(__name__)
+
+
+class _Decode:
+    __slots__ = ("ids", "sent", "skip_special")
+
+    def __init__(self, skip_special: bool) -> None:
+        self.ids: list[int] = []
+        self.sent = 0  # characters already sent
+        self.skip_special = skip_special
+
+
+class DetokenizerManager:
+    def __init__(self, server_args: Any, port_args: Any) -> None:
+        from sglang.srt.tokenizer import load_tokenizer
+
+        self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path)
+        self.ctx = zmq.Context(1)
+        self.recv_sock = self.ctx.socket(zmq.PULL)
+        self.recv_sock.bind(port_args.detokenizer_input)
+        self.send_sock = self.ctx.socket(zmq.PUSH)
+        self.send_sock.connect(port_args.tokenizer_input)
+        self.states: dict[str, _Decode] = {}
+
+    def handle(self, out: BatchTokenIDOut) -> BatchStrOut:
+        res = BatchStrOut([], [], [], [], [])
+        for i, rid in enumerate(out.rids):
+            st = self.states.get(rid) or self.states.setdefault(rid, _Decode(out.skip_special_tokens[i]))
+            st.ids.extend(out.new_token_ids[i])
+            text = self.tokenizer.decode(st.ids, skip_special_tokens=st.skip_special)
+            reason = out.finished_reasons[i]
+            if reason is not None and isinstance(reason.get("matched"), str):
+                cut = text.find(reason["matched"])
+                if cut >= 0:
+                    text = text[:cut]
+            end = len(text)
+            if reason is None:
+                while end > st.sent and text[end - 1] == "\ufffd":  # an incomplete UTF-8 sequence: wait
+                    end -= 1
+            res.rids.append(rid)
+            res.texts.append(text[st.sent : end])
+            res.output_ids.append(list(out.new_token_ids[i]))
+            res.finished_reasons.append(reason)
+            res.meta.append({
+                "prompt_tokens": out.prompt_tokens[i],
+                "completion_tokens": out.completion_tokens[i],
+                "cached_tokens": out.cached_tokens[i],
+                "logprobs": out.logprobs[i],
+            })
+            st.sent = end
+            if reason is not None:
+                del self.states[rid]
+        return res
+
+    def event_loop(self) -> None:
+        while True:
+            msg = self.recv_sock.recv_pyobj()
+            self.send_sock.send_pyobj(self.handle(msg) if isinstance(msg, BatchTokenIDOut) else msg)
+
+
+def run_detokenizer_process(server_args: Any, port_args: Any) -> None:
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.utils.process import configure_child_logging, die_with_parent
+
+    die_with_parent()
+    configure_child_logging(server_args.log_level, "detokenizer")
+    load_plugins()  # hooks apply here too; the detokenizer still never publishes
+    DetokenizerManager(server_args, port_args).event_loop()

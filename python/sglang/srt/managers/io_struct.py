@@ -1,0 +1,69 @@
+"""Messages between the processes (pickled over ZMQ)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TokenizedGenerateReqInput:
+    rid: str
+    input_ids: list[int]
+    sampling_params: dict[str, Any]
+    stream: bool = False
+
+
+@dataclass
+class AbortReq:
+    rid: str
+
+
+@dataclass
+class FlushCacheReq:
+    pass
+
+
+@dataclass
+class BatchTokenIDOut:
+    """Scheduler -> detokenizer: new tokens of each request this step."""
+
+    rids: list[str]
+    new_token_ids: list[list[int]]
+    finished_reasons: list[dict[str, Any] | None]
+    prompt_tokens: list[int]
+    completion_tokens: list[int]
+    cached_tokens: list[int]
+    logprobs: list[list[Any]]
+    skip_special_tokens: list[bool]
+    stop_strings: list[list[str]]
+
+
+@dataclass
+class BatchStrOut:
+    """Detokenizer -> tokenizer manager: text deltas."""
+
+    rids: list[str]
+    texts: list[str]  # the new text of each request
+    output_ids: list[list[int]]
+    finished_reasons: list[dict[str, Any] | None]
+    meta: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class SchedulerStats:
+    """Scheduler -> tokenizer manager (via detokenizer): load figures for /metrics."""
+
+    num_running: int
+    num_waiting: int
+    kv_used_pages: int
+    kv_total_pages: int
+    cached_pages: int
+
+
+@dataclass
+class SchedulerError:
+    """A request the scheduler rejected (e.g. longer than the KV cache)."""
+
+    rid: str
+    message: str

@@ -1,0 +1,52 @@
+"""``Req`` and ``ScheduleBatch``: the scheduler's view, requests and page ids only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang.srt.layers.sampler import RequestSampler
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+from sglang.srt.sampling.sampling_params import SamplingParams
+
+
+class Req:
+    """One generation request. ``kv_len`` tokens of ``fill_ids`` have KV in ``pages``."""
+
+    def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, sampler: RequestSampler, stream: bool) -> None:
+        self.rid = rid
+        self.origin_input_ids = input_ids
+        self.params = params
+        self.sampler = sampler
+        self.stream = stream
+        self.output_ids: list[int] = []
+        self.pages: list[int] = []
+        self.kv_len = 0
+        self.cached_tokens = 0  # prompt tokens served from the prefix cache
+        self.last_node: Any = None  # locked radix node covering the shared prefix
+        self.shared_pages = 0  # leading pages owned by the radix tree
+        self.finished_reason: dict[str, Any] | None = None
+        self.pending: list[int] = []  # tokens not yet sent to the detokenizer
+        self.pending_logprobs: list[Any] = []
+        self.aborted = False
+
+    @property
+    def fill_ids(self) -> list[int]:
+        return self.origin_input_ids + self.output_ids
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+
+@dataclass
+class ScheduleBatch:
+    """Requests of one forward and how many new tokens each contributes."""
+
+    mode: ForwardMode
+    reqs: list[Req]
+    extend_lens: list[int] = field(default_factory=list)
+
+    def sample_mask(self) -> list[bool]:
+        """A request samples when this forward reaches the end of its ``fill_ids``."""
+        return [r.kv_len + n == r.seq_len for r, n in zip(self.reqs, self.extend_lens)]

@@ -1,0 +1,309 @@
+"""``Scheduler``: continuous batching over a paged KV cache with a prefix cache.
+
+Each step: take new requests, ``get_next_batch_to_run`` (a prefill batch under
+the chunked-prefill budget, else one decode step of every running request),
+``run_batch`` on the TP worker, ``process_batch_result`` (append tokens, finish,
+cache, stream). When KV pages run out the radix cache evicts; when that is not
+enough a running request is retracted to the waiting queue (its tokens are
+kept and recomputed later: nothing is lost). The scheduler sees requests and
+page ids only; the model runner owns every host-to-device copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from sglang.srt.layers.sampler import RequestSampler
+from sglang.srt.managers.io_struct import AbortReq, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
+from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+from sglang.srt.managers.schedule_policy import order_waiting
+from sglang.srt.managers.scheduler_output import build_output, check_finished
+from sglang.srt.managers.tp_worker import TpModelWorker
+from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
+from sglang.srt.runtime_context import get_exec, get_schedule
+from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
+        from sglang.srt.mem_cache.radix_cache import RadixCache
+        from sglang.srt.tokenizer import load_tokenizer
+
+        self.server_args = server_args
+        self.gpu_id, self.tp_rank = gpu_id, tp_rank
+        self.io = io  # SchedulerIO (ZMQ + TP broadcast); None for in-process use
+        self.tp_worker = TpModelWorker(server_args, gpu_id, tp_rank, dist_init)
+        runner = self.tp_worker.model_runner
+        self.allocator = runner.allocator
+        self.page_size = runner.kv_pool.page_size
+        self.context_length = runner.context_length
+        self.max_total_tokens = runner.max_total_tokens
+        self.tree = None if get_schedule().disable_radix_cache else RadixCache(self.allocator, self.page_size)
+        self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path)
+        self.eos_ids = set(self.tokenizer.eos_token_ids)
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.chunked_req: Req | None = None
+        self.outbox: list[Any] = []
+        self.forward_ct = 0
+        self.seed = get_exec().random_seed
+
+    # -- requests in -------------------------------------------------------------
+    def handle(self, msg: Any) -> None:
+        if isinstance(msg, TokenizedGenerateReqInput):
+            self.add_request(msg)
+        elif isinstance(msg, AbortReq):
+            self.abort(msg.rid)
+        elif isinstance(msg, FlushCacheReq):
+            if self.tree is not None:
+                self.tree.reset()
+
+    def add_request(self, msg: TokenizedGenerateReqInput) -> None:
+        try:
+            params = SamplingParams.from_dict(msg.sampling_params)
+        except SamplingParamsError as exc:
+            self.outbox.append(SchedulerError(msg.rid, str(exc)))
+            return
+        need = len(msg.input_ids) + params.max_new_tokens
+        if len(msg.input_ids) >= self.context_length or len(msg.input_ids) + 1 > self.max_total_tokens:
+            self.outbox.append(SchedulerError(msg.rid, f"the prompt has {len(msg.input_ids)} tokens; this server takes at most "
+                                              f"{min(self.context_length, self.max_total_tokens) - 1} (context length {self.context_length})"))
+            return
+        sampler = RequestSampler(params, self.seed, hash(msg.rid) & 0xFFFFFFFF)
+        sampler.prompt_tokens = set(msg.input_ids)
+        req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream)
+        if params.max_new_tokens == 0 or need <= len(msg.input_ids):
+            req.finished_reason = {"type": "length", "length": 0}
+            self.outbox.append(build_output([req]))
+            return
+        self.waiting.append(req)
+
+    def abort(self, rid: str) -> None:
+        for r in list(self.waiting):
+            if r.rid == rid:
+                self.waiting.remove(r)
+                self._release(r, cache=False)
+                r.finished_reason = {"type": "abort"}
+                self.outbox.append(build_output([r]))
+        for r in [*self.running, *([self.chunked_req] if self.chunked_req else [])]:
+            if r.rid == rid:
+                r.aborted = True
+
+    # -- KV pages ------------------------------------------------------------------
+    def _alloc(self, n: int) -> list[int] | None:
+        pages = self.allocator.alloc(n)
+        if pages is None and self.tree is not None:
+            self.tree.evict(n - self.allocator.available_pages())
+            pages = self.allocator.alloc(n)
+        return pages
+
+    def _ensure_pages(self, req: Req, tokens: int) -> bool:
+        need = -(-tokens // self.page_size) - len(req.pages)
+        if need <= 0:
+            return True
+        pages = self._alloc(need)
+        if pages is None:
+            return False
+        req.pages.extend(pages)
+        return True
+
+    def _match_prefix(self, req: Req) -> None:
+        if self.tree is None or req.kv_len or req.last_node is not None:
+            return
+        pages, node = self.tree.match_prefix(req.fill_ids[:-1])  # keep one token to compute
+        self.tree.inc_lock_ref(node)
+        req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
+        req.kv_len = len(pages) * self.page_size
+        if not req.output_ids:
+            req.cached_tokens = req.kv_len
+
+    def _cache(self, req: Req) -> None:
+        """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
+        assert self.tree is not None
+        n = req.kv_len // self.page_size
+        tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n])
+        self.allocator.free([p for p, t in zip(req.pages[:n], tree_pages) if p != t])
+        req.pages[:n] = tree_pages
+        self.tree.inc_lock_ref(node)
+        if req.last_node is not None:
+            self.tree.dec_lock_ref(req.last_node)
+        req.last_node, req.shared_pages = node, n
+
+    def _release(self, req: Req, cache: bool) -> None:
+        if self.tree is not None and cache and req.kv_len >= self.page_size:
+            self._cache(req)
+        self.allocator.free(req.pages[req.shared_pages :])
+        if req.last_node is not None:
+            self.tree.dec_lock_ref(req.last_node)  # type: ignore[union-attr]
+        req.pages, req.last_node, req.shared_pages, req.kv_len = [], None, 0, 0
+
+    # -- scheduling ------------------------------------------------------------------
+    def get_next_batch_to_run(self) -> ScheduleBatch | None:
+        """A prefill batch when requests wait and budget allows, else a decode step."""
+        batch = self._prefill_batch()
+        if batch is not None:
+            return batch
+        return self._decode_batch()
+
+    def _prefill_batch(self) -> ScheduleBatch | None:
+        sched = get_schedule()
+        budget = sched.chunked_prefill_size if sched.chunked_prefill_size and sched.chunked_prefill_size > 0 else 1 << 60
+        cap = sched.max_running_requests or 1 << 30
+        cands = ([self.chunked_req] if self.chunked_req else []) + order_waiting(self.waiting, sched.schedule_policy, self.tree)
+        reqs, lens = [], []
+        for req in cands:
+            if len(self.running) + len(reqs) >= cap or budget <= 0:
+                break
+            self._match_prefix(req)
+            n = min(req.seq_len - req.kv_len, budget)
+            if not self._ensure_pages(req, req.kv_len + n):
+                if req is not self.chunked_req:
+                    self._release(req, cache=False)
+                break
+            reqs.append(req)
+            lens.append(n)
+            budget -= n
+        if not reqs:
+            return None
+        for r in reqs:
+            if r is not self.chunked_req:
+                self.waiting.remove(r)
+        self.chunked_req = None
+        return ScheduleBatch(ForwardMode.EXTEND, reqs, lens)
+
+    def _decode_batch(self) -> ScheduleBatch | None:
+        i = 0
+        while i < len(self.running):
+            req = self.running[i]
+            if self._ensure_pages(req, req.kv_len + 1):
+                i += 1
+                continue
+            victim = self.running[-1]
+            if victim is req and len(self.running) == 1:
+                req.finished_reason = {"type": "abort", "message": f"the KV cache ({self.max_total_tokens} tokens) is full; raise --max-total-tokens"}
+                self.running.remove(req)
+                self._release(req, cache=False)
+                self.outbox.append(build_output([req]))
+                continue
+            self._retract(victim)
+        if not self.running:
+            return None
+        return ScheduleBatch(ForwardMode.DECODE, list(self.running), [1] * len(self.running))
+
+    def _retract(self, req: Req) -> None:
+        """Free a running request's pages and queue it again; its tokens are kept."""
+        self.running.remove(req)
+        self._release(req, cache=True)
+        self.waiting.appendleft(req)
+        logger.info("retracted request %s (%d tokens) to free KV pages", req.rid, req.seq_len)
+
+    def run_batch(self, batch: ScheduleBatch) -> tuple[list[int | None], list[Any]]:
+        """Run one forward of ``batch`` on the TP worker."""
+        mask = batch.sample_mask()
+        mwb = ModelWorkerBatch(
+            batch.mode,
+            [r.fill_ids[r.kv_len : r.kv_len + n] for r, n in zip(batch.reqs, batch.extend_lens)],
+            [r.kv_len for r in batch.reqs],
+            [list(r.pages) for r in batch.reqs],
+            [r.sampler if m else None for r, m in zip(batch.reqs, mask)],
+        )
+        self.forward_ct += 1
+        return self.tp_worker.forward_batch_generation(mwb)
+
+    def process_batch_result(self, batch: ScheduleBatch, result: tuple[list[int | None], list[Any]]) -> None:
+        """Append sampled tokens, finish requests, cache prefixes, queue outputs."""
+        tokens, infos = result
+        for req, n, tok, info in zip(batch.reqs, batch.extend_lens, tokens, infos):
+            req.kv_len += n
+            if tok is None:  # an unfinished prefill chunk
+                self.chunked_req = req
+                continue
+            req.output_ids.append(tok)
+            req.pending.append(tok)
+            if info is not None:
+                req.pending_logprobs.append(info)
+            req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
+            if req.finished_reason is not None:
+                if req in self.running:
+                    self.running.remove(req)
+                self._release(req, cache=True)
+            elif batch.mode is ForwardMode.EXTEND:
+                if self.tree is not None:
+                    self._cache(req)
+                self.running.append(req)
+        out = build_output(batch.reqs)
+        if out is not None:
+            self.outbox.append(out)
+
+    def step(self) -> bool:
+        """One scheduling iteration; False when there was nothing to run."""
+        batch = self.get_next_batch_to_run()
+        if batch is None:
+            return False
+        self.process_batch_result(batch, self.run_batch(batch))
+        return True
+
+    def stats(self) -> SchedulerStats:
+        used = self.allocator.num_pages - self.allocator.available_pages()
+        cached = self.tree.cached_pages if self.tree is not None else 0
+        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked_req)
+
+    def event_loop(self) -> None:
+        """Serve forever: receive, schedule, run, send."""
+        assert self.io is not None
+        last_stats = 0.0
+        while True:
+            for msg in self.io.recv(block=not self.has_work()):
+                self.handle(msg)
+            self.step()
+            if self.tp_rank == 0:
+                now = time.monotonic()
+                if now - last_stats > 0.5:
+                    self.outbox.append(self.stats())
+                    last_stats = now
+                for out in self.outbox:
+                    self.io.send(out)
+            self.outbox.clear()
+
+
+def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any) -> None:
+    """Entry of each spawned TP-rank process: plugins, publish, Scheduler, serve."""
+    import os
+    import traceback
+
+    import torch
+
+    from sglang.srt.managers.scheduler_io import SchedulerIO
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.utils.process import configure_child_logging, die_with_parent
+
+    die_with_parent()
+    configure_child_logging(server_args.log_level, f"TP{tp_rank}")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, server_args.tp_size // server_args.nnodes)))
+    try:
+        load_plugins()
+        publish(server_args, role="scheduler")
+        io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
+        scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io)
+    except BaseException:
+        pipe.send({"status": "error", "rank": tp_rank, "error": traceback.format_exc()})
+        raise
+    pipe.send({
+        "status": "ready",
+        "rank": tp_rank,
+        "max_total_tokens": scheduler.max_total_tokens,
+        "context_length": scheduler.context_length,
+        "max_running_requests": get_schedule().max_running_requests,
+        "attention_backend": scheduler.tp_worker.model_runner.attention_backend,
+        "dtype": str(scheduler.tp_worker.model_runner.dtype).replace("torch.", ""),
+    })
+    scheduler.event_loop()

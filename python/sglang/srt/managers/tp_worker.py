@@ -1,0 +1,45 @@
+"""``TpModelWorker``: one tensor-parallel rank's model execution.
+
+``forward_batch_generation`` is the hook target that wraps the forward pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from sglang.srt.distributed.communication_op import broadcast_from_first
+from sglang.srt.layers.sampler import sample
+from sglang.srt.model_executor.forward_batch_info import ModelWorkerBatch
+from sglang.srt.model_executor.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+class TpModelWorker:
+    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, dist_init: str) -> None:
+        self.server_args = server_args
+        self.gpu_id, self.tp_rank = gpu_id, tp_rank
+        self.model_runner = ModelRunner(server_args, gpu_id, tp_rank, server_args.tp_size, dist_init)
+        self.max_total_tokens = self.model_runner.max_total_tokens
+        self.context_length = self.model_runner.context_length
+
+    def forward_batch_generation(self, batch: ModelWorkerBatch) -> tuple[list[int | None], list[Any]]:
+        """Run one forward; sample a token for every request that has a sampler.
+
+        Returns (token or None per request, logprob info or None per request).
+        All TP ranks end with rank 0's tokens.
+        """
+        logits = self.model_runner.forward(batch)
+        rows = [i for i, s in enumerate(batch.samplers) if s is not None]
+        tokens: list[int | None] = [None] * len(batch.samplers)
+        infos: list[Any] = [None] * len(batch.samplers)
+        if rows:
+            ids, inf = sample(logits[rows], [batch.samplers[i] for i in rows])
+            if self.server_args.tp_size > 1:
+                ids = broadcast_from_first(torch.tensor(ids, dtype=torch.long)).tolist()
+            for i, t, f in zip(rows, ids, inf):
+                tokens[i], infos[i] = t, f
+        return tokens, infos

@@ -1,0 +1,44 @@
+"""``ForwardBatch``: the device-side view of one forward, built by the model runner."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class ForwardMode(enum.Enum):
+    EXTEND = "extend"  # one or more new tokens per request (prefill, chunked prefill)
+    DECODE = "decode"  # exactly one new token per request
+
+
+@dataclass
+class ForwardBatch:
+    mode: ForwardMode
+    input_ids: torch.Tensor  # [T] new tokens of every request, concatenated
+    positions: torch.Tensor  # [T]
+    out_cache_loc: torch.Tensor  # [T] KV slots the new tokens are written to
+    prefix_lens: list[int]  # per request: tokens already in the KV cache
+    extend_lens: list[int]  # per request: new tokens in this forward
+    logits_indices: torch.Tensor  # [B] row of each request's last new token in T
+    kv_slots: list[torch.Tensor] = field(default_factory=list)  # EXTEND: per request, every KV slot after this forward
+    kv_index: torch.Tensor | None = None  # DECODE: [B, Lmax] KV slots, padded
+    kv_lens: torch.Tensor | None = None  # DECODE: [B] KV length after this forward
+    attn: Any = field(default=None)  # attention-backend metadata for this forward
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.extend_lens)
+
+
+@dataclass
+class ModelWorkerBatch:
+    """What the scheduler hands the worker: token ids and page ids, host lists only."""
+
+    mode: ForwardMode
+    new_tokens: list[list[int]]  # per request: tokens whose KV this forward computes
+    prefix_lens: list[int]  # per request: tokens already in the KV cache
+    pages: list[list[int]]  # per request: pages covering prefix + new tokens
+    samplers: list[Any]  # per request: RequestSampler, or None when no token is sampled

@@ -1,0 +1,150 @@
+"""``ModelRunner``: owns the model, the KV pool and every host-to-device copy.
+
+Per-runner values (attention backend, KV dtype, context length) are
+attributes here, read from this runner's own ``server_args``; process-wide
+configuration is read from the config bags.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode, ModelWorkerBatch
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        return False
+
+
+def resolve_dtype(name: str, device_type: str) -> torch.dtype:
+    """``auto``: bfloat16 on accelerators and on CPUs with AVX-512 BF16, else float32."""
+    if name != "auto":
+        return _DTYPES[name]
+    if device_type == "cpu":
+        return torch.bfloat16 if cpu_has_bf16() else torch.float32
+    return torch.bfloat16
+
+
+class ModelRunner:
+    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, tp_size: int, dist_init: str) -> None:
+        from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
+        from sglang.srt.layers.attention import create_attention_backend
+        from sglang.srt.model_loader import read_weights
+        from sglang.srt.models.registry import get_model_class
+        from sglang.srt.platforms import current_platform
+        from sglang.srt.runtime_context import get_device, get_exec, get_flags
+
+        self.server_args = server_args
+        self.platform = current_platform
+        self.tp_rank, self.tp_size = tp_rank, tp_size
+        self.device = current_platform.get_device(gpu_id)
+        current_platform.set_device(self.device)
+        init_distributed_environment(current_platform.get_torch_distributed_backend_str(), tp_size, tp_rank, dist_init)
+        initialize_model_parallel(tp_size)
+        self.dtype = resolve_dtype(server_args.dtype, get_device().device)
+        current_platform.verify_quantization(get_exec().quantization)
+        self.quant_config = current_platform.get_quantization_config(get_exec().quantization)
+
+        t0 = time.perf_counter()
+        weights = read_weights(server_args.model_path)
+        self.model_config = weights.config
+        cls = get_model_class(weights.config.architecture, str(weights.path))
+        with torch.device(self.device):
+            self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)
+        self.model.load_weights({k: v.to(self.dtype) for k, v in weights.tensors.items()}, str(weights.path))
+        self.model.eval()
+        del weights
+        logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)
+
+        self.context_length = server_args.context_length or self.model_config.max_position_embeddings
+        self.kv_cache_dtype = self.dtype if server_args.kv_cache_dtype == "auto" else _DTYPES[server_args.kv_cache_dtype]
+        self._init_memory_pool()
+        self.attention_backend = server_args.attention_backend or current_platform.get_default_attention_backend()
+        self.attn = create_attention_backend(self.attention_backend, self)
+        capture = current_platform.support_cuda_graph() and not get_exec().graph.disable_cuda_graph
+        get_flags().capture.enabled = capture
+        self._step = self._run_model
+        if get_exec().compile.enable_torch_compile:
+            self._step = torch.compile(self._run_model, backend=current_platform.get_compile_backend(), dynamic=True)
+        self.graph_runner = current_platform.get_graph_runner_cls()(self._step)
+
+    def _init_memory_pool(self) -> None:
+        from sglang.srt.arg_groups.overrides import declare_load_time_override
+        from sglang.srt.runtime_context import get_memory, get_schedule
+
+        mem = get_memory()
+        cfg = self.model_config
+        page = mem.page_size
+        per_token = cfg.kv_bytes_per_token(self.kv_cache_dtype.itemsize) // self.tp_size
+        free, _ = self.platform.get_available_memory(self.device.index or 0)
+        budget_tokens = int(free * mem.mem_fraction_static) // per_token
+        ceiling = int(free * 0.9) // per_token
+        if mem.max_total_tokens:
+            tokens = max(min(mem.max_total_tokens, ceiling), page)
+        else:  # bounded: at least one full context, at most 90% of what is free
+            tokens = max(min(budget_tokens, ceiling), min(self.context_length, ceiling), page)
+        tokens -= tokens % page
+        self.max_total_tokens = tokens
+        logger.info(
+            "KV cache: %d tokens (%d pages of %d), %.1f MiB, %s; available memory %.1f GiB",
+            tokens, tokens // page, page, tokens * per_token / 2**20, self.kv_cache_dtype, free / 2**30,
+        )
+        self.kv_pool = self.platform.get_mha_kv_pool_cls()(
+            tokens, page, self.kv_cache_dtype, cfg.num_key_value_heads // self.tp_size, cfg.head_dim, cfg.num_hidden_layers, str(self.device)
+        )
+        self.allocator = self.platform.get_paged_allocator_cls()(tokens, page)
+        if get_schedule().max_running_requests is None:
+            declare_load_time_override("model runner (KV capacity)", {"max_running_requests": max(1, min(256, tokens // 64))})
+
+    # -- the hot path ----------------------------------------------------------
+    def build_forward_batch(self, b: ModelWorkerBatch) -> ForwardBatch:
+        """Host lists -> device tensors (the only host-to-device copy of a step)."""
+        ps = self.kv_pool.page_size
+        dev = self.device
+        ar = torch.arange(ps)
+        flat = [t for toks in b.new_tokens for t in toks]
+        lens = [len(t) for t in b.new_tokens]
+        input_ids = torch.tensor(flat, dtype=torch.long)
+        logits_idx = torch.tensor(lens).cumsum(0) - 1
+        if b.mode is ForwardMode.DECODE:
+            width = max(len(p) for p in b.pages)
+            pages = torch.tensor([p + [0] * (width - len(p)) for p in b.pages], dtype=torch.long)
+            slots = (pages[:, :, None] * ps + ar).reshape(len(b.pages), width * ps)
+            kv_lens = torch.tensor(b.prefix_lens) + 1
+            positions = kv_lens - 1
+            out_loc = slots[torch.arange(len(b.pages)), positions]
+            return ForwardBatch(b.mode, input_ids.to(dev), positions.to(dev), out_loc.to(dev), b.prefix_lens, lens, logits_idx.to(dev),
+                                kv_index=slots.to(dev), kv_lens=kv_lens.to(dev))
+        kv_slots, pos, out = [], [], []
+        for prefix, n, pg in zip(b.prefix_lens, lens, b.pages):
+            s = (torch.tensor(pg, dtype=torch.long)[:, None] * ps + ar).reshape(-1)[: prefix + n]
+            kv_slots.append(s.to(dev))
+            out.append(s[prefix:])
+            pos.append(torch.arange(prefix, prefix + n))
+        return ForwardBatch(b.mode, input_ids.to(dev), torch.cat(pos).to(dev), torch.cat(out).to(dev), b.prefix_lens, lens, logits_idx.to(dev),
+                            kv_slots=kv_slots)
+
+    def _run_model(self, fb: ForwardBatch) -> torch.Tensor:
+        self.attn.init_forward_metadata(fb)
+        return self.model(fb.input_ids, fb.positions, fb, self.attn)
+
+    def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
+        """Logits ``[B, vocab]`` of each request's last new token."""
+        fb = self.build_forward_batch(b)
+        with torch.inference_mode():
+            if fb.mode is ForwardMode.DECODE and self.graph_runner.can_run(fb.batch_size):
+                return self.graph_runner.run(fb)
+            return self._step(fb)

@@ -1,0 +1,47 @@
+"""Model loading: GGUF files and Hugging Face directories into a torch model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.model_loader.errors import ModelLoadError
+from sglang.srt.model_loader.paths import resolve_model_path
+
+
+@dataclass
+class LoadedWeights:
+    path: Path
+    config: ModelConfig
+    tensors: dict[str, Any]
+    tokenizer_info: dict[str, Any] | None  # GGUF-embedded tokenizer, else None
+
+
+def read_weights(model_path: str) -> LoadedWeights:
+    path = resolve_model_path(model_path)
+    if path.is_file():
+        from sglang.srt.model_loader.gguf_loader import read_gguf
+
+        cfg, tensors, tok = read_gguf(path)
+        return LoadedWeights(path, cfg, tensors, tok)
+    from sglang.srt.model_loader.hf_loader import read_hf_dir
+
+    cfg, tensors = read_hf_dir(path)
+    return LoadedWeights(path, cfg, tensors, None)
+
+
+def read_model_config(model_path: str) -> ModelConfig:
+    """The architecture numbers only (cheap for directories; GGUF reads metadata)."""
+    path = resolve_model_path(model_path)
+    if path.is_dir():
+        import json
+
+        return ModelConfig.from_hf_dict(json.loads((path / "config.json").read_text()))
+    from sglang.srt.model_loader.gguf_loader import read_gguf_config
+
+    return read_gguf_config(path)
+
+
+__all__ = ["LoadedWeights", "ModelLoadError", "read_model_config", "read_weights", "resolve_model_path"]

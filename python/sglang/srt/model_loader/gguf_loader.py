@@ -1,0 +1,133 @@
+"""GGUF: config, dequantized weights (HF naming) and the tokenizer, from one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.model_loader.errors import ModelLoadError
+from sglang.srt.model_loader.progress import progress
+
+ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+SUPPORTED_TYPES = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"}
+
+_LAYER = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+
+
+def _hf_name(name: str) -> str | None:
+    if name in _TOP:
+        return _TOP[name]
+    if name.startswith("blk."):
+        _, idx, rest = name.split(".", 2)
+        if rest in _LAYER:
+            return f"model.layers.{idx}.{_LAYER[rest]}"
+    return None
+
+
+def _unpermute(w: Any, n_head: int) -> Any:
+    """Undo llama.cpp's rotary row permutation of q/k so rotate-half rope applies."""
+    out = w.shape[0]
+    return w.reshape(n_head, out // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _field(reader: Any, key: str, default: Any = None) -> Any:
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def _open(path: Path) -> Any:
+    import gguf
+
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as exc:
+        raise ModelLoadError(f"{path} is not a readable GGUF file: {exc}") from exc
+
+
+def _config(reader: Any, path: Path) -> ModelConfig:
+    arch = _field(reader, "general.architecture")
+    if arch not in ARCHS:
+        raise ModelLoadError(f"{path}: architecture {arch!r} is not supported; supported GGUF architectures: {sorted(ARCHS)}")
+    p = f"{arch}."
+    heads = int(_field(reader, p + "attention.head_count"))
+    hidden = int(_field(reader, p + "embedding_length"))
+    names = {t.name for t in reader.tensors}
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    return ModelConfig(
+        architecture=ARCHS[arch],
+        hidden_size=hidden,
+        num_hidden_layers=int(_field(reader, p + "block_count")),
+        num_attention_heads=heads,
+        num_key_value_heads=int(_field(reader, p + "attention.head_count_kv", heads)),
+        head_dim=int(_field(reader, p + "rope.dimension_count", hidden // heads)),
+        intermediate_size=int(_field(reader, p + "feed_forward_length")),
+        vocab_size=int(_field(reader, p + "vocab_size", len(tokens) if tokens else 0)),
+        rope_theta=float(_field(reader, p + "rope.freq_base", 10000.0)),
+        rms_norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon", 1e-6)),
+        max_position_embeddings=int(_field(reader, p + "context_length", 2048)),
+        tie_word_embeddings="output.weight" not in names,
+        attention_bias="blk.0.attn_q.bias" in names,
+    )
+
+
+def read_gguf_config(path: Path) -> ModelConfig:
+    return _config(_open(path), path)
+
+
+def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, Any], dict[str, Any]]:
+    """``(config, {hf_name: torch tensor (float32)}, tokenizer info)``."""
+    import numpy as np
+    import torch
+    from gguf.quants import dequantize
+
+    reader = _open(path)
+    cfg = _config(reader, path)
+    arch = _field(reader, "general.architecture")
+    tensors: dict[str, Any] = {}
+    for t in progress(reader.tensors, desc=f"Loading {path.name}"):
+        hf = _hf_name(t.name)
+        if hf is None:
+            continue
+        if t.tensor_type.name not in SUPPORTED_TYPES:
+            raise ModelLoadError(f"{path}: tensor {t.name!r} has type {t.tensor_type.name}; supported: {sorted(SUPPORTED_TYPES)}")
+        arr = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        if arch == "llama" and t.name.endswith(("attn_q.weight", "attn_q.bias")):
+            arr = _unpermute(arr, cfg.num_attention_heads)
+        elif arch == "llama" and t.name.endswith(("attn_k.weight", "attn_k.bias")):
+            arr = _unpermute(arr, cfg.num_key_value_heads)
+        arr = np.ascontiguousarray(arr)
+        tensors[hf] = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+    return cfg, tensors, _tokenizer_info(reader)
+
+
+def read_gguf_tokenizer(path: Path) -> dict[str, Any]:
+    return _tokenizer_info(_open(path))
+
+
+def _tokenizer_info(reader: Any) -> dict[str, Any]:
+    return {
+        "model": _field(reader, "tokenizer.ggml.model"),
+        "pre": _field(reader, "tokenizer.ggml.pre"),
+        "tokens": _field(reader, "tokenizer.ggml.tokens"),
+        "merges": _field(reader, "tokenizer.ggml.merges") or [],
+        "token_type": _field(reader, "tokenizer.ggml.token_type") or [],
+        "bos_token_id": _field(reader, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": _field(reader, "tokenizer.ggml.eos_token_id"),
+        "add_bos_token": bool(_field(reader, "tokenizer.ggml.add_bos_token", False)),
+        "chat_template": _field(reader, "tokenizer.chat_template"),
+    }

@@ -1,0 +1,119 @@
+"""Llama-family decoder in plain torch: RMSNorm, rotary, GQA attention, SwiGLU.
+
+Qwen2 (q/k/v biases) and Mistral (Llama layout) are the same module.
+Tensor parallel: q/k/v and gate/up are column-parallel, o and down are
+row-parallel, the embedding and LM head are vocab-parallel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.layers.basic import RMSNorm, RotaryEmbedding, silu_and_mul
+from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear, VocabParallelEmbedding
+from sglang.srt.model_loader.errors import ModelLoadError
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int, tp: tuple[int, int], dtype: torch.dtype) -> None:
+        super().__init__()
+        tp_size, tp_rank = tp
+        if cfg.num_attention_heads % tp_size or cfg.num_key_value_heads % tp_size:
+            raise ValueError(
+                f"--tp-size {tp_size} must divide the {cfg.num_attention_heads} attention heads and "
+                f"{cfg.num_key_value_heads} KV heads of this model"
+            )
+        self.layer_id = layer_id
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads // tp_size, cfg.num_key_value_heads // tp_size, cfg.head_dim
+        q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+        self.qkv_proj = ColumnParallelLinear(cfg.hidden_size, [q, kv, kv], cfg.attention_bias, tp_size, tp_rank, dtype)
+        self.o_proj = RowParallelLinear(q, cfg.hidden_size, tp_size, tp_rank, dtype)
+        self.split = [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim]
+
+    def forward(self, h: torch.Tensor, positions: torch.Tensor, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
+        q, k, v = self.qkv_proj(h).split(self.split, dim=-1)
+        q = q.view(-1, self.heads, self.head_dim)
+        k = k.view(-1, self.kv_heads, self.head_dim)
+        q, k = rotary(positions, q, k)
+        o = attn.forward(q, k, v.view(-1, self.kv_heads, self.head_dim), self.layer_id, fb)
+        return self.o_proj(o)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg: ModelConfig, tp: tuple[int, int], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.gate_up_proj = ColumnParallelLinear(cfg.hidden_size, [cfg.intermediate_size] * 2, False, *tp, dtype)
+        self.down_proj = RowParallelLinear(cfg.intermediate_size, cfg.hidden_size, *tp, dtype)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(silu_and_mul(self.gate_up_proj(h)))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int, tp: tuple[int, int], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.self_attn = LlamaAttention(cfg, layer_id, tp, dtype)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.mlp = LlamaMLP(cfg, tp, dtype)
+
+    def forward(self, h: torch.Tensor, positions: torch.Tensor, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), positions, fb, rotary, attn)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class LlamaForCausalLM(nn.Module):
+    """``forward(input_ids [T], positions [T], fb) -> logits [B, vocab]`` (last token per request)."""
+
+    def __init__(self, cfg: ModelConfig, tp: tuple[int, int], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = VocabParallelEmbedding(cfg.vocab_size, cfg.hidden_size, *tp, dtype)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i, tp, dtype) for i in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.lm_head = ParallelLMHead(self.embed_tokens, cfg.tie_word_embeddings, cfg.hidden_size, dtype)
+        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, dtype)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, fb: Any, attn: Any) -> torch.Tensor:
+        h = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            h = layer(h, positions, fb, self.rotary, attn)
+        h = self.norm(h[fb.logits_indices])
+        return self.lm_head(h)
+
+    def load_weights(self, tensors: dict[str, torch.Tensor], source: str) -> None:
+        """Copy full (unsharded) HF-named tensors in; a missing one names the file and tensor."""
+
+        def get(name: str) -> torch.Tensor:
+            t = tensors.get(name)
+            if t is None:
+                raise ModelLoadError(f"{source}: tensor {name!r} is missing (expected for {self.config.architecture})")
+            return t
+
+        self.embed_tokens.load(get("model.embed_tokens.weight"))
+        if not self.config.tie_word_embeddings:
+            self.lm_head.load(get("lm_head.weight"))
+        self.norm.weight.data.copy_(get("model.norm.weight"))
+        for i, layer in enumerate(self.layers):
+            p = f"model.layers.{i}."
+            layer.input_layernorm.weight.data.copy_(get(p + "input_layernorm.weight"))
+            layer.post_attention_layernorm.weight.data.copy_(get(p + "post_attention_layernorm.weight"))
+            a = p + "self_attn."
+            biases = [get(a + f"{x}_proj.bias") for x in "qkv"] if self.config.attention_bias else None
+            layer.self_attn.qkv_proj.load([get(a + f"{x}_proj.weight") for x in "qkv"], biases)
+            layer.self_attn.o_proj.load(get(a + "o_proj.weight"))
+            m = p + "mlp."
+            layer.mlp.gate_up_proj.load([get(m + "gate_proj.weight"), get(m + "up_proj.weight")])
+            layer.mlp.down_proj.load(get(m + "down_proj.weight"))
+
+
+class Qwen2ForCausalLM(LlamaForCausalLM):
+    """Qwen2: the Llama layout with q/k/v biases (``ModelConfig.attention_bias``)."""
+
+
+class MistralForCausalLM(LlamaForCausalLM):
+    """Mistral: the Llama layout (sliding windows longer than any context here)."""

@@ -1,0 +1,1 @@
+"""Process and networking helpers."""
