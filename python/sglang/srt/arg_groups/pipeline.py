@@ -79,7 +79,8 @@ def _handle_derived(sa: Any, res: Resolution) -> None:
     if view.chunked_prefill_size is None:
         decl["chunked_prefill_size"] = 512 if on_cpu else 4096
     if view.mem_fraction_static is None:
-        decl["mem_fraction_static"] = 0.05 if on_cpu else 0.85
+        # CPU: the KV cache shares host memory with everything else; 2% of what is free
+        decl["mem_fraction_static"] = 0.02 if on_cpu else 0.85
     if decl:
         res.declare("derived default", decl)
 

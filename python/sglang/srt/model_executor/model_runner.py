@@ -64,7 +64,7 @@ class ModelRunner:
         cls = get_model_class(weights.config.architecture, str(weights.path))
         with torch.device(self.device):
             self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)
-        self.model.load_weights({k: v.to(self.dtype) for k, v in weights.tensors.items()}, str(weights.path))
+        self.model.load_weights(weights.tensors, str(weights.path))
         self.model.eval()
         del weights
         logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)

