@@ -73,5 +73,5 @@ def test_kv_pool_and_allocator_work_together(cpu):
 
 
 def test_eager_graph_runner_runs_the_step():
-    runner = EagerGraphRunner(lambda x: x + 1)
-    assert runner.can_run(4) and not runner.can_run(0) and runner.run(1) == 2
+    runner = EagerGraphRunner(lambda x: x + 1, max_batch_size=8)
+    assert runner.can_run(4) and runner.can_run(8) and not runner.can_run(9) and not runner.can_run(0) and runner.run(1) == 2

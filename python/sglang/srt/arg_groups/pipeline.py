@@ -41,16 +41,18 @@ def _accelerator_device() -> str | None:
 
 
 def _handle_device(sa: Any, res: Resolution) -> None:
-    """``--device auto``: the platform's device; the CPU engine when nothing else is there."""
-    from sglang.plugin_core.discovery import list_entry_points
+    """``--device auto``: the platform's device; the CPU engine when no accelerator is found.
+
+    ``SGLANG_USE_CPU_ENGINE=1`` only matters when no platform plugin is active,
+    so setting it before the platform resolves keeps the selection chain exact.
+    """
     from sglang.srt.platforms import is_platform_resolved
-    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, GROUP, PLATFORM_ENV
+    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, PLATFORM_ENV
 
     device = res.view().device
     explicit_platform = bool(os.environ.get(PLATFORM_ENV, "").strip())
     if not is_platform_resolved() and not explicit_platform:
-        # choose the CPU engine *before* the platform resolves
-        if device == "cpu" or (device == "auto" and not list_entry_points(GROUP) and _accelerator_device() is None):
+        if device == "cpu" or (device == "auto" and _accelerator_device() is None):
             os.environ.setdefault(CPU_ENGINE_ENV, "1")
     if device == "auto":
         from sglang.srt.platforms import current_platform

@@ -14,8 +14,9 @@ from typing import Any
 class GraphRunner(ABC):
     """Runs the decode step ``forward_fn``; subclasses may capture it per batch size."""
 
-    def __init__(self, forward_fn: Callable[..., Any]) -> None:
+    def __init__(self, forward_fn: Callable[..., Any], max_batch_size: int = 160) -> None:
         self.forward_fn = forward_fn
+        self.max_batch_size = max_batch_size
 
     @abstractmethod
     def can_run(self, batch_size: int) -> bool: ...
@@ -28,7 +29,7 @@ class EagerGraphRunner(GraphRunner):
     """The runner of platforms without graph capture: every step runs eagerly."""
 
     def can_run(self, batch_size: int) -> bool:
-        return batch_size > 0
+        return 0 < batch_size <= self.max_batch_size
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward_fn(*args, **kwargs)

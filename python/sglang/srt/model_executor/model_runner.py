@@ -76,10 +76,11 @@ class ModelRunner:
         self.attn = create_attention_backend(self.attention_backend, self)
         capture = current_platform.support_cuda_graph() and not get_exec().graph.disable_cuda_graph
         get_flags().capture.enabled = capture
-        self._step = self._run_model
+        self._compiled = None
+        self.compile_max_bs = get_exec().compile.torch_compile_max_bs
         if get_exec().compile.enable_torch_compile:
-            self._step = torch.compile(self._run_model, backend=current_platform.get_compile_backend(), dynamic=True)
-        self.graph_runner = current_platform.get_graph_runner_cls()(self._step)
+            self._compiled = torch.compile(self._run_model, backend=current_platform.get_compile_backend(), dynamic=True)
+        self.graph_runner = current_platform.get_graph_runner_cls()(self._decode_step, get_exec().graph.cuda_graph_max_bs or 160)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -141,10 +142,16 @@ class ModelRunner:
         self.attn.init_forward_metadata(fb)
         return self.model(fb.input_ids, fb.positions, fb, self.attn)
 
+    def _decode_step(self, fb: ForwardBatch) -> torch.Tensor:
+        """The decode step; compiled (``--enable-torch-compile``) up to ``--torch-compile-max-bs``."""
+        if self._compiled is not None and fb.batch_size <= self.compile_max_bs:
+            return self._compiled(fb)
+        return self._run_model(fb)
+
     def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
         """Logits ``[B, vocab]`` of each request's last new token."""
         fb = self.build_forward_batch(b)
         with torch.inference_mode():
             if fb.mode is ForwardMode.DECODE and self.graph_runner.can_run(fb.batch_size):
                 return self.graph_runner.run(fb)
-            return self._step(fb)
+            return self._decode_step(fb) if fb.mode is ForwardMode.DECODE else self._run_model(fb)

@@ -15,8 +15,8 @@ class TorchNativeAttnBackend(AttentionBackend):
     def init_forward_metadata(self, fb: Any) -> None:
         if fb.mode is ForwardMode.DECODE:
             # the runner's padded [B, Lmax] slot index; mask [B, 1, 1, Lmax] hides the padding
-            mask = torch.arange(fb.kv_index.shape[1]).unsqueeze(0) < fb.kv_lens.unsqueeze(1)
-            fb.attn = (fb.kv_index, mask[:, None, None, :])
+            mask = torch.arange(fb.kv_index.shape[1], device=fb.kv_lens.device).unsqueeze(0) >= fb.kv_lens.unsqueeze(1)
+            fb.attn = (fb.kv_index, mask[:, None, None, :])  # True where padding
         else:
             metas = []
             start = 0
@@ -34,15 +34,28 @@ class TorchNativeAttnBackend(AttentionBackend):
         pool.set_kv_buffer(layer_id, fb.out_cache_loc, k, v)
         kb, vb = pool.get_key_buffer(layer_id), pool.get_value_buffer(layer_id)
         if fb.mode is ForwardMode.DECODE:
-            idx, mask = fb.attn
-            kk = kb[idx].transpose(1, 2)  # [B, Hkv, L, D]
-            vv = vb[idx].transpose(1, 2)
-            out = F.scaled_dot_product_attention(q.unsqueeze(2), kk, vv, attn_mask=mask, enable_gqa=True)
-            return out.reshape(q.shape[0], -1)
+            return self._decode(q, kb, vb, *fb.attn)
         outs = []
         for start, n, slots, mask in fb.attn:
             qi = q[start : start + n].transpose(0, 1)  # [H, n, D]
-            ki, vi = kb[slots].transpose(0, 1), vb[slots].transpose(0, 1)  # [Hkv, L, D]
+            ki = kb.index_select(0, slots).transpose(0, 1)  # [Hkv, L, D]
+            vi = vb.index_select(0, slots).transpose(0, 1)
             o = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=mask is None, enable_gqa=True)
             outs.append(o.transpose(0, 1).reshape(n, -1))
         return torch.cat(outs, 0)
+
+    @staticmethod
+    def _decode(q: torch.Tensor, kb: torch.Tensor, vb: torch.Tensor, idx: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        """One query per request against its padded KV: batched matmuls, grouped by KV head.
+
+        q: [B, H, D]; idx: [B, L] slots; pad: [B, 1, 1, L] True on padding.
+        """
+        b, h, d = q.shape
+        hkv = kb.shape[1]
+        length = idx.shape[1]
+        kk = kb.index_select(0, idx.reshape(-1)).view(b, length, hkv, d).permute(0, 2, 3, 1)  # [B, Hkv, D, L]
+        vv = vb.index_select(0, idx.reshape(-1)).view(b, length, hkv, d).transpose(1, 2)  # [B, Hkv, L, D]
+        qg = q.view(b, hkv, h // hkv, d)  # query heads grouped under their KV head
+        scores = torch.matmul(qg, kk).float() * (d**-0.5)  # [B, Hkv, G, L]
+        probs = torch.softmax(scores.masked_fill(pad, float("-inf")), dim=-1).to(q.dtype)
+        return torch.matmul(probs, vv).reshape(b, h * d)
