@@ -26,7 +26,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 run: install
-	$(VENV)/bin/sglang platform
+	$(VENV)/bin/sglang serve
 
 test: install-test
 	$(VENV)/bin/ruff check python tests bench examples

@@ -37,6 +37,7 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang", description="SGLang runtime command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API); `sglang serve --help` lists the flags", add_help=False)
     p = sub.add_parser("platform", help="show the resolved SRT platform and the plugin report")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_platform)
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:  # every ServerArgs flag belongs to serve: parsed there
+        from sglang.cli.serve import serve
+
+        return serve(argv[1:])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)

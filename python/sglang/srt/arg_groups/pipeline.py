@@ -40,20 +40,40 @@ def _accelerator_device() -> str | None:
     return None
 
 
+def select_cpu_engine_early(device: str) -> None:
+    """Set ``SGLANG_USE_CPU_ENGINE=1`` for ``--device cpu``, or ``auto`` with no accelerator.
+
+    Must run before the platform resolves (entry points call it before
+    ``load_plugins()``); a no-op once it has resolved or with ``SGLANG_PLATFORM``.
+    """
+    from sglang.srt.platforms import is_platform_resolved
+    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, PLATFORM_ENV
+
+    if is_platform_resolved() or os.environ.get(PLATFORM_ENV, "").strip():
+        return
+    if device == "cpu" or (device == "auto" and _accelerator_device() is None):
+        os.environ.setdefault(CPU_ENGINE_ENV, "1")
+
+
+def select_cpu_engine_from_argv(argv: list[str]) -> None:
+    """The same, from a command line not parsed yet (``--device X`` / ``--device=X``)."""
+    device = "auto"
+    for i, a in enumerate(argv):
+        if a == "--device" and i + 1 < len(argv):
+            device = argv[i + 1]
+        elif a.startswith("--device="):
+            device = a.split("=", 1)[1]
+    select_cpu_engine_early(device)
+
+
 def _handle_device(sa: Any, res: Resolution) -> None:
     """``--device auto``: the platform's device; the CPU engine when no accelerator is found.
 
     ``SGLANG_USE_CPU_ENGINE=1`` only matters when no platform plugin is active,
     so setting it before the platform resolves keeps the selection chain exact.
     """
-    from sglang.srt.platforms import is_platform_resolved
-    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, PLATFORM_ENV
-
     device = res.view().device
-    explicit_platform = bool(os.environ.get(PLATFORM_ENV, "").strip())
-    if not is_platform_resolved() and not explicit_platform:
-        if device == "cpu" or (device == "auto" and _accelerator_device() is None):
-            os.environ.setdefault(CPU_ENGINE_ENV, "1")
+    select_cpu_engine_early(device)
     if device == "auto":
         from sglang.srt.platforms import current_platform
 

@@ -212,17 +212,26 @@ class Engine:
     async def async_generate(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                              input_ids: list[int] | None = None, stream: bool = False) -> Any:
         """Async ``generate`` for one prompt; with ``stream=True`` returns an async iterator."""
-        tm = self._tm()
-        st = tm.submit(prompt, sampling_params, input_ids, stream)
+        st = self.open_request(prompt, sampling_params, input_ids)
+        if stream:
+            return self.stream_request(st)
+        async for _ in self.stream_request(st):
+            pass
+        return self._result(st)
+
+    def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
+                     input_ids: list[int] | None = None) -> ReqState:
+        """Submit one request from inside a running event loop (the HTTP server's path)."""
+        st = self._tm().submit(prompt, sampling_params, input_ids)
         st.loop, st.aevent = asyncio.get_running_loop(), asyncio.Event()
         st.event.set()  # results that arrived before the loop was attached are picked up
-        if stream:
-            return self._astream(st)
-        while st.finished is None and st.error is None:
-            await self._await(st)
-        if st.error is not None:
-            raise st.error
-        return self._result(st)
+        return st
+
+    def stream_request(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
+        """Chunks of an opened request; leaving the iteration early aborts the request."""
+        return self._astream(st)
+
+    result = _result
 
     @staticmethod
     async def _await(st: ReqState) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import zmq
 
 from sglang.srt.managers.io_struct import AbortReq, BatchStrOut, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
+from sglang.srt.managers.metrics import ITL_BUCKETS, TTFT_BUCKETS, Histogram
 from sglang.srt.sampling.sampling_params import SamplingParams
 
 
@@ -39,6 +41,8 @@ class ReqState:
     meta: dict[str, Any] = field(default_factory=dict)
     logprobs: list[Any] = field(default_factory=list)
     error: BaseException | None = None
+    created: float = field(default_factory=time.perf_counter)
+    last_chunk: float = 0.0
     event: threading.Event = field(default_factory=threading.Event)
     loop: asyncio.AbstractEventLoop | None = None
     aevent: asyncio.Event | None = None
@@ -67,7 +71,9 @@ class TokenizerManager:
         self.send_lock = threading.Lock()
         self.stats: SchedulerStats | None = None
         self.dead: BaseException | None = None
-        self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0}
+        self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "aborted_requests": 0}
+        self.ttft = Histogram("sglang_time_to_first_token_seconds", "Time to first token", TTFT_BUCKETS)
+        self.itl = Histogram("sglang_inter_token_latency_seconds", "Time between streamed chunks", ITL_BUCKETS)
         self._ids = itertools.count()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
@@ -110,6 +116,8 @@ class TokenizerManager:
         return state
 
     def abort(self, rid: str) -> None:
+        with self.lock:
+            self.counters["aborted_requests"] += 1
         with self.send_lock:
             self.send_sock.send_pyobj(AbortReq(rid))
 
@@ -144,6 +152,10 @@ class TokenizerManager:
                 st.meta = meta
                 st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
                 self.counters["generation_tokens"] += len(ids)
+                now = time.perf_counter()
+                if ids:
+                    (self.itl if st.last_chunk else self.ttft).observe(now - (st.last_chunk or st.created))
+                    st.last_chunk = now
                 if reason is not None:
                     st.finished = reason
                     del self.states[rid]

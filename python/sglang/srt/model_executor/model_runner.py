@@ -30,12 +30,17 @@ def cpu_has_bf16() -> bool:
 
 
 def resolve_dtype(name: str, device_type: str) -> torch.dtype:
-    """``auto``: bfloat16 on accelerators and on CPUs with AVX-512 BF16, else float32."""
+    """``auto``: float32 on CPUs, bfloat16 on accelerators.
+
+    bfloat16 is the fast path on CPUs with AVX-512 BF16 (about 2x the decode
+    speed here) but on small models its greedy output drifts from the float32
+    reference, so a CPU gets it only when asked (``--dtype bfloat16``).
+    """
     if name != "auto":
+        if name == "bfloat16" and device_type == "cpu" and not cpu_has_bf16():
+            logger.warning("--dtype bfloat16 on a CPU without AVX-512 BF16 is emulated and slow; float32 is faster here")
         return _DTYPES[name]
-    if device_type == "cpu":
-        return torch.bfloat16 if cpu_has_bf16() else torch.float32
-    return torch.bfloat16
+    return torch.float32 if device_type == "cpu" else torch.bfloat16
 
 
 class ModelRunner:

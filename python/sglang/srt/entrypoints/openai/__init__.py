@@ -1,0 +1,1 @@
+"""OpenAI-compatible API: request/response schemas and the route handlers."""

@@ -1,0 +1,178 @@
+"""OpenAI-compatible completions and chat completions over the engine."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
+from sglang.srt.managers.tokenizer_manager import RequestError
+
+DEFAULT_MAX_TOKENS = 512
+
+
+class ModelNotFound(LookupError):
+    pass
+
+
+def finish_reason(reason: dict[str, Any] | None) -> str | None:
+    if reason is None:
+        return None
+    return "length" if reason.get("type") == "length" else "stop"
+
+
+def sampling_params(req: _Sampling, prompt_len: int, context: int, logprobs: int = 0) -> dict[str, Any]:
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    if max_tokens is not None and max_tokens < 0:
+        raise RequestError(f"max_tokens must be >= 0, got {max_tokens}")
+    if not 1 <= req.n <= 16:
+        raise RequestError(f"n must be in [1, 16], got {req.n}")
+    if max_tokens is None:
+        max_tokens = max(0, min(DEFAULT_MAX_TOKENS, context - prompt_len))
+    sp: dict[str, Any] = {"max_new_tokens": max_tokens}
+    for src, dst in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("min_p", "min_p"), ("seed", "seed"),
+                     ("frequency_penalty", "frequency_penalty"), ("presence_penalty", "presence_penalty"),
+                     ("repetition_penalty", "repetition_penalty"), ("ignore_eos", "ignore_eos"), ("stop_token_ids", "stop_token_ids")):
+        v = getattr(req, src)
+        if v is not None:
+            sp[dst] = v
+    if req.stop is not None:
+        sp["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
+    if logprobs:
+        sp["logprobs"] = True
+        sp["top_logprobs_num"] = max(0, logprobs - 1) if logprobs > 0 else 0
+    return sp
+
+
+class OpenAIServing:
+    """Handlers for ``/v1/completions`` and ``/v1/chat/completions``."""
+
+    def __init__(self, engine: Any, served_model_name: str) -> None:
+        self.engine = engine
+        self.model = served_model_name
+        self.tok = engine.tokenizer_manager.tokenizer
+        self.context = min(int(engine.info["context_length"]), int(engine.info["max_total_tokens"]))
+
+    def check_model(self, name: str | None) -> None:
+        if name is not None and name != self.model and name != "default":
+            raise ModelNotFound(f"The model '{name}' does not exist; this server serves '{self.model}' (see GET /v1/models)")
+
+    # -- requests -----------------------------------------------------------------------
+    def _chat_ids(self, req: ChatCompletionRequest) -> list[int]:
+        messages = []
+        for m in req.messages:
+            content = m.content
+            if isinstance(content, list):  # text parts only
+                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            messages.append({"role": m.role, "content": content or ""})
+        try:
+            text = self.tok.apply_chat_template(messages, add_generation_prompt=True)
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def _prompt_ids(self, req: CompletionRequest) -> list[int]:
+        p = req.prompt
+        if isinstance(p, list) and p and all(isinstance(t, int) for t in p):
+            return list(p)  # type: ignore[arg-type]
+        if isinstance(p, list):
+            if len(p) != 1:
+                raise RequestError("prompt: pass one string (batched prompts are not supported); send one request per prompt")
+            p = p[0]
+        if not isinstance(p, str) or not p:
+            raise RequestError("prompt must be a non-empty string or a list of token ids")
+        return self.tok.encode(p)
+
+    def _open(self, ids: list[int], req: _Sampling, logprobs: int) -> list[Any]:
+        sp = sampling_params(req, len(ids), self.context, logprobs)
+        states = []
+        for i in range(req.n):
+            p = dict(sp)
+            if req.seed is not None and req.n > 1:
+                p["seed"] = req.seed + i
+            states.append(self.engine.open_request(input_ids=ids, sampling_params=p))
+        return states
+
+    @staticmethod
+    def _usage(states: list[Any]) -> dict[str, int]:
+        prompt = states[0].prompt_tokens
+        completion = sum(len(s.output_ids) for s in states)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _token_str(self, t: int) -> str:
+        return self.tok.decode([t], skip_special_tokens=False)
+
+    async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
+        self.check_model(req.model)
+        ids = self._prompt_ids(req)
+        states = self._open(ids, req, (req.logprobs or 0) + 1 if req.logprobs is not None else 0)
+        rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            return self._stream(states, rid, created, "text_completion", req)
+        for st in states:
+            async for _ in self.engine.stream_request(st):
+                pass
+        choices = []
+        for i, st in enumerate(states):
+            lp = None
+            if req.logprobs is not None:
+                toks = [self._token_str(t) for t in st.output_ids]
+                lp = {"tokens": toks, "token_logprobs": [x for x, _ in st.logprobs],
+                      "top_logprobs": [{self._token_str(t): v for t, v in top} for _, top in st.logprobs],
+                      "text_offset": [sum(len(x) for x in toks[:k]) for k in range(len(toks))]}
+            text = (self.tok.decode(ids) if req.echo else "") + st.text
+            choices.append({"index": i, "text": text, "logprobs": lp, "finish_reason": finish_reason(st.finished)})
+        return {"id": rid, "object": "text_completion", "created": created, "model": self.model, "choices": choices, "usage": self._usage(states)}
+
+    async def chat(self, req: ChatCompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
+        self.check_model(req.model)
+        ids = self._chat_ids(req)
+        logprobs = (req.top_logprobs or 0) + 1 if req.logprobs else 0
+        states = self._open(ids, req, logprobs)
+        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            return self._stream(states, rid, created, "chat.completion.chunk", req)
+        for st in states:
+            async for _ in self.engine.stream_request(st):
+                pass
+        choices = []
+        for i, st in enumerate(states):
+            lp = None
+            if req.logprobs:
+                lp = {"content": [{"token": self._token_str(t), "logprob": v, "bytes": list(self._token_str(t).encode()),
+                                   "top_logprobs": [{"token": self._token_str(a), "logprob": b, "bytes": list(self._token_str(a).encode())} for a, b in top]}
+                                  for t, (v, top) in zip(st.output_ids, st.logprobs)]}
+            choices.append({"index": i, "message": {"role": "assistant", "content": st.text}, "logprobs": lp,
+                            "finish_reason": finish_reason(st.finished)})
+        return {"id": rid, "object": "chat.completion", "created": created, "model": self.model, "choices": choices, "usage": self._usage(states)}
+
+    async def _stream(self, states: list[Any], rid: str, created: int, obj: str, req: _Sampling) -> AsyncIterator[str]:
+        chat = obj == "chat.completion.chunk"
+
+        def chunk(i: int, text: str | None, reason: str | None, first: bool = False) -> str:
+            if chat:
+                delta: dict[str, Any] = {"role": "assistant", "content": text or ""} if first else ({"content": text} if text else {})
+                choice: dict[str, Any] = {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
+            else:
+                choice = {"index": i, "text": text or "", "logprobs": None, "finish_reason": reason}
+            return "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]}) + "\n\n"
+
+        try:
+            for i, st in enumerate(states):
+                first = True
+                async for c in self.engine.stream_request(st):
+                    reason = finish_reason(st.finished) if c["meta_info"]["finish_reason"] is not None else None
+                    if c["delta"] or first or reason:
+                        yield chunk(i, c["delta"], reason, first)
+                        first = False
+        finally:  # a client that went away frees every choice's KV pages
+            for st in states:
+                if st.finished is None and st.error is None:
+                    self.engine.tokenizer_manager.abort(st.rid)
+        if req.stream_options is not None and req.stream_options.include_usage:
+            yield "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [],
+                                         "usage": self._usage(states)}) + "\n\n"
+        yield "data: [DONE]\n\n"
