@@ -18,7 +18,7 @@ KEY = "sk-test-key"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = ServerProc(["--api-key", KEY, "--served-model-name", "smol", "--enable-metrics", "--log-level", "info"], tmp_path_factory.mktemp("srv") / "log.txt")
+    s = ServerProc(["--api-key", KEY, "--served-model-name", "smol", "--log-requests", "--log-level", "info"], tmp_path_factory.mktemp("srv") / "log.txt")
     yield s
     s.stop()
 
@@ -128,6 +128,12 @@ def test_server_info_has_provenance_platform_and_plugins(server):
     assert info["server_args"]["chunked_prefill_size"]["source"] == "derived default"
     assert info["platform"]["platform"] == "sglang.srt.platforms.cpu.CpuSRTPlatform"
     assert info["runtime"]["max_total_tokens"] > 0 and isinstance(info["plugins"], list)
+
+
+def test_log_requests_logs_each_request_and_its_output(server, client):
+    client.completions.create(model="smol", prompt="Log me", max_tokens=2)
+    log = server.text()
+    assert "request " in log and "prompt tokens, sampling" in log and "finished " in log
 
 
 def test_flush_cache_and_metrics(server, client):

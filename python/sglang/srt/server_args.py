@@ -80,7 +80,6 @@ class ServerArgs:
     # -- observability -------------------------------------------------------
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))
     log_requests: bool = arg(False, Arg("log every request and its output"), NS("observability"))
-    enable_metrics: bool = arg(False, Arg("expose Prometheus metrics at /metrics"), NS("observability"))
 
     def __post_init__(self) -> None:
         if self.model_path == DUMMY_MODEL:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -20,6 +21,8 @@ import zmq
 from sglang.srt.managers.io_struct import AbortReq, BatchStrOut, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
 from sglang.srt.managers.metrics import ITL_BUCKETS, TTFT_BUCKETS, Histogram
 from sglang.srt.sampling.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
 
 
 class EngineDeadError(RuntimeError):
@@ -113,6 +116,8 @@ class TokenizerManager:
             self.counters["prompt_tokens"] += len(ids)
         with self.send_lock:
             self.send_sock.send_pyobj(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream))
+        if self.server_args.log_requests:
+            logger.info("request %s: %d prompt tokens, sampling %s", rid, len(ids), params.to_dict())
         return state
 
     def abort(self, rid: str) -> None:
@@ -159,6 +164,8 @@ class TokenizerManager:
                 if reason is not None:
                     st.finished = reason
                     del self.states[rid]
+                    if self.server_args.log_requests:
+                        logger.info("finished %s (%s, %d tokens): %r", rid, reason.get("type"), len(st.output_ids), st.text[:500])
             st.wake()
 
     def _finish_with_error(self, rid: str, err: BaseException) -> None:
