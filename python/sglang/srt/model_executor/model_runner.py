@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode, ModelWorkerBatch
+from sglang.srt.runtime_context import get_flags
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ class ModelRunner:
         """Logits ``[B, vocab]`` of each request's last new token."""
         fb = self.build_forward_batch(b)
         with torch.inference_mode():
-            if fb.mode is ForwardMode.DECODE and self.graph_runner.can_run(fb.batch_size):
+            # replay through the platform's graph runner only where capture is enabled
+            if fb.mode is ForwardMode.DECODE and get_flags().capture.enabled and self.graph_runner.can_run(fb.batch_size):
                 return self.graph_runner.run(fb)
             return self._decode_step(fb) if fb.mode is ForwardMode.DECODE else self._run_model(fb)
