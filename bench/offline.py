@@ -1,6 +1,6 @@
 """Offline throughput: this engine beside Hugging Face ``generate`` on the same GGUF.
 
-Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes float32,bfloat16]
+Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes float32,bfloat16,bfloat16+gguf_q4]
 
 For 1 request and for a batch of requests of N new tokens each (EOS ignored),
 prints output tokens/s for Hugging Face (static batch, fp32: transformers keeps
@@ -42,11 +42,13 @@ def hf_tokens_per_s(texts: list[str], new: int) -> float:
         return len(texts) * new / (time.perf_counter() - t0)
 
 
-def engine_tokens_per_s(dtype: str, sizes: list[int], new: int) -> tuple[list[float], float]:
+def engine_tokens_per_s(config: str, sizes: list[int], new: int) -> tuple[list[float], float]:
+    """``config``: a dtype, optionally ``+quantization`` (e.g. ``bfloat16+gguf_q4``)."""
     import sglang
 
+    dtype, _, quant = config.partition("+")
     out = []
-    with sglang.Engine(dtype=dtype, log_level="warning") as e:
+    with sglang.Engine(dtype=dtype, quantization=quant or None, log_level="warning") as e:
         tok = e.tokenizer_manager.tokenizer
         e.generate("warm up", {"max_new_tokens": 4})
         for n in sizes:
@@ -65,7 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--dtypes", default="float32,bfloat16,bfloat16+gguf_q4", help="engine configs: dtype[+quantization]")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     sizes = [1, args.batch]

@@ -114,13 +114,15 @@ def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--dtypes", default="float32,bfloat16+gguf_q4", help="server configs: dtype[+quantization]")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--plot", default="docs/serving.png")
     args = ap.parse_args()
     systems: dict[str, dict[int, dict[str, float]]] = {}
     for dt in args.dtypes.split(","):
-        s = ServerProc(["--dtype", dt, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
+        dtype, _, quant = dt.partition("+")
+        extra = ["--quantization", quant] if quant else []
+        s = ServerProc(["--dtype", dtype, *extra, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
         try:
             systems[f"sglang serve ({dt})"] = load(s.url, args.max_tokens, "smol")
         finally:

@@ -175,3 +175,15 @@ def test_tensor_parallel_two_ranks_equals_one(engine, tiny_tp_model):
 def test_tp_that_does_not_divide_the_heads_fails_start_up_with_the_reason():
     with pytest.raises(EngineDeadError, match="--tp-size 2 must divide the 9 attention heads and 3 KV heads"):
         sglang.Engine(tp_size=2, log_level="error", max_total_tokens=2048)
+
+
+def test_bfloat16_with_packed_q4_weights_keeps_the_answer(engine):
+    ids = _chat_ids(engine, PROMPTS[0])
+    with sglang.Engine(dtype="bfloat16", quantization="gguf_q4", log_level="warning", max_total_tokens=2048) as fast:
+        out = fast.generate(input_ids=ids, sampling_params={"temperature": 0, "max_new_tokens": 8})
+    assert "Paris" in out["text"]
+
+
+def test_packed_q4_without_bfloat16_fails_start_up_with_the_fix():
+    with pytest.raises(EngineDeadError, match="add --dtype bfloat16"):
+        sglang.Engine(dtype="float32", quantization="gguf_q4", log_level="error", max_total_tokens=2048)

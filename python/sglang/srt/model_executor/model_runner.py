@@ -64,13 +64,21 @@ class ModelRunner:
         current_platform.verify_quantization(get_exec().quantization)
         self.quant_config = current_platform.get_quantization_config(get_exec().quantization)
 
+        from sglang.srt.layers.q4_packed import PackedQ4Config
+
+        packed_q4 = isinstance(self.quant_config, PackedQ4Config)
+        if packed_q4 and self.dtype != torch.bfloat16:
+            raise ValueError("--quantization gguf_q4 runs its int4 kernels on bfloat16 activations: add --dtype bfloat16")
         t0 = time.perf_counter()
-        weights = read_weights(server_args.model_path)
+        weights = read_weights(server_args.model_path, keep_q4=packed_q4)
         self.model_config = weights.config
         cls = get_model_class(weights.config.architecture, str(weights.path))
         with torch.device(self.device):
             self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)
         self.model.load_weights(weights.tensors, str(weights.path))
+        if packed_q4:
+            n = self.model.load_packed_q4(weights.packed_q4 or {}, self.quant_config.max_batch)
+            logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
         self.model.eval()
         del weights
         logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)

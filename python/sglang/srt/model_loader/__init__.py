@@ -17,15 +17,18 @@ class LoadedWeights:
     config: ModelConfig
     tensors: dict[str, Any]
     tokenizer_info: dict[str, Any] | None  # GGUF-embedded tokenizer, else None
+    packed_q4: dict[str, Any] | None = None  # GGUF Q4 blocks when asked for (keep_q4)
 
 
-def read_weights(model_path: str) -> LoadedWeights:
+def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
     path = resolve_model_path(model_path)
     if path.is_file():
         from sglang.srt.model_loader.gguf_loader import read_gguf
 
-        cfg, tensors, tok = read_gguf(path)
-        return LoadedWeights(path, cfg, tensors, tok)
+        cfg, tensors, tok, packed = read_gguf(path, keep_q4)
+        return LoadedWeights(path, cfg, tensors, tok, packed)
+    if keep_q4:
+        raise ModelLoadError(f"--quantization gguf_q4 keeps a GGUF's packed weights; {path} is a directory, not a .gguf file")
     from sglang.srt.model_loader.hf_loader import read_hf_dir
 
     cfg, tensors = read_hf_dir(path)

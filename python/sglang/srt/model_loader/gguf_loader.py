@@ -89,16 +89,23 @@ def read_gguf_config(path: Path) -> ModelConfig:
     return _config(_open(path), path)
 
 
-def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, Any], dict[str, Any]]:
-    """``(config, {hf_name: torch tensor (float32)}, tokenizer info)``."""
+def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks)``.
+
+    With ``keep_q4`` the Q4_0/Q4_1 weights are also returned as raw blocks
+    ``{hf_name: (q, scale, mn)}`` (rows un-permuted like the dense copy).
+    """
     import numpy as np
     import torch
     from gguf.quants import dequantize
+
+    from sglang.srt.layers.q4_packed import q4_blocks
 
     reader = _open(path)
     cfg = _config(reader, path)
     arch = _field(reader, "general.architecture")
     tensors: dict[str, Any] = {}
+    packed: dict[str, Any] = {}
     for t in progress(reader.tensors, desc=f"Loading {path.name}"):
         hf = _hf_name(t.name)
         if hf is None:
@@ -112,7 +119,14 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, Any], dict[str, Any]]:
             arr = _unpermute(arr, cfg.num_key_value_heads)
         arr = np.ascontiguousarray(arr)
         tensors[hf] = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
-    return cfg, tensors, _tokenizer_info(reader)
+        if keep_q4 and t.tensor_type.name in ("Q4_0", "Q4_1") and hf.endswith(".weight"):
+            blocks = q4_blocks(np.asarray(t.data), t.tensor_type.name, arr.shape[1])
+            if arch == "llama" and t.name.endswith("attn_q.weight"):
+                blocks = tuple(_unpermute(b.numpy(), cfg.num_attention_heads) for b in blocks)
+            elif arch == "llama" and t.name.endswith("attn_k.weight"):
+                blocks = tuple(_unpermute(b.numpy(), cfg.num_key_value_heads) for b in blocks)
+            packed[hf] = tuple(torch.as_tensor(np.ascontiguousarray(b)) for b in blocks)
+    return cfg, tensors, _tokenizer_info(reader), packed
 
 
 def read_gguf_tokenizer(path: Path) -> dict[str, Any]:

@@ -62,8 +62,10 @@ class LlamaDecoderLayer(nn.Module):
         self.mlp = LlamaMLP(cfg, tp, dtype)
 
     def forward(self, h: torch.Tensor, positions: torch.Tensor, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), positions, fb, rotary, attn)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        # h: the residual stream, kept in float32; sublayers run in the model dtype
+        dt = self.input_layernorm.weight.dtype
+        h = h + self.self_attn(self.input_layernorm(h).to(dt), positions, fb, rotary, attn)
+        return h + self.mlp(self.post_attention_layernorm(h).to(dt))
 
 
 class LlamaForCausalLM(nn.Module):
@@ -79,11 +81,30 @@ class LlamaForCausalLM(nn.Module):
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, dtype)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, fb: Any, attn: Any) -> torch.Tensor:
-        h = self.embed_tokens(input_ids)
+        h = self.embed_tokens(input_ids).float()
         for layer in self.layers:
             h = layer(h, positions, fb, self.rotary, attn)
-        h = self.norm(h[fb.logits_indices])
+        h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
         return self.lm_head(h)
+
+    def load_packed_q4(self, packed: dict[str, Any], max_batch: int) -> int:
+        """Attach packed 4-bit copies where every fused part is Q4; returns how many layers got one."""
+        n = 0
+        for i, layer in enumerate(self.layers):
+            a, m = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
+            groups = [
+                (layer.self_attn.qkv_proj, [a + f"{x}_proj.weight" for x in "qkv"]),
+                (layer.mlp.gate_up_proj, [m + "gate_proj.weight", m + "up_proj.weight"]),
+            ]
+            for lin, names in groups:
+                if all(nm in packed for nm in names):
+                    lin.load_q4([packed.pop(nm) for nm in names], max_batch)
+                    n += 1
+            for lin, nm in ((layer.self_attn.o_proj, a + "o_proj.weight"), (layer.mlp.down_proj, m + "down_proj.weight")):
+                if nm in packed:
+                    lin.load_q4(packed.pop(nm), max_batch)
+                    n += 1
+        return n
 
     def load_weights(self, tensors: dict[str, torch.Tensor], source: str) -> None:
         """Copy full (unsharded) HF-named tensors in; a missing one names the file and tensor.

@@ -38,9 +38,14 @@ class TorchSRTPlatform(SRTPlatform):
     def get_quantization_config(self, quantization: str | None) -> Any:
         if not quantization:
             return None
+        if quantization == "gguf_q4" and self.is_cpu():
+            from sglang.srt.layers.q4_packed import PackedQ4Config
+
+            return PackedQ4Config()
+        supported = "gguf_q4" if self.is_cpu() else "none"
         raise PlatformError(
-            f"{type(self).__name__} supports no quantization method, got --quantization {quantization!r}; "
-            "drop the flag (GGUF weights are dequantized at load time)"
+            f"{type(self).__name__} does not support --quantization {quantization!r} (supported: {supported}); "
+            "drop the flag to run dequantized weights"
         )
 
     def get_piecewise_backend_cls(self) -> type:

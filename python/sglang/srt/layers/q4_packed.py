@@ -1,0 +1,53 @@
+"""Packed 4-bit weights (GGUF Q4_0 / Q4_1 kept as they are) for small-batch decode.
+
+A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
+``q`` in [0, 15] (Q4_1: ``mn`` stored; Q4_0: ``mn = -8 * scale``). torch's CPU
+int4 kernel computes ``(q - 8) * s + z``, so ``s = scale`` and
+``z = mn + 8 * scale`` reproduce the block exactly. Decode steps read 4.5
+bits per weight instead of 16; large batches are compute-bound and keep the
+dense bfloat16 weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+GROUP = 32
+
+
+@dataclass(frozen=True)
+class PackedQ4Config:
+    """``--quantization gguf_q4``: packed kernels up to ``max_batch`` tokens per forward."""
+
+    max_batch: int = 8
+
+
+def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Raw GGUF bytes ``[rows, bytes]`` -> (q int32 [rows, K], scale f32 [rows, K/32], mn f32 [rows, K/32])."""
+    rows = raw.shape[0]
+    nb = n_cols // GROUP
+    bsize = 18 if kind == "Q4_0" else 20
+    blocks = np.ascontiguousarray(raw).reshape(rows, nb, bsize)
+    scale = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    if kind == "Q4_0":
+        mn = -8.0 * scale
+        qs = blocks[..., 2:18]
+    else:
+        mn = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+        qs = blocks[..., 4:20]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int32).reshape(rows, n_cols)
+    return torch.from_numpy(q), torch.from_numpy(scale), torch.from_numpy(mn)
+
+
+def pack(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(packed int4 weight, scales-and-zeros [K/32, N, 2] bfloat16) for the CPU kernel."""
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+    sz = torch.stack([scale.t(), (mn + 8.0 * scale).t()], dim=-1).to(torch.bfloat16).contiguous()
+    return packed, sz
+
+
+def q4_linear(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz)
