@@ -52,4 +52,4 @@ def test_bad_platform_selection_is_a_one_line_error_with_the_fix(tmp_path):
 
 def test_help_lists_the_subcommands():
     proc = _run(["--help"], dict(os.environ))
-    assert proc.returncode == 0 and "platform" in proc.stdout
+    assert proc.returncode == 0 and "platform" in proc.stdout and "serve" in proc.stdout

@@ -171,23 +171,28 @@ class Engine:
             raise st.error
         return self._result(st)
 
+    def _take(self, st: ReqState, sent: int) -> tuple[list[dict[str, Any]], int, bool]:
+        """Chunks after ``sent``, the new count, and whether the request is done (raises its error)."""
+        out = [{**self._result(st), "delta": c["text"]} for c in st.chunks[sent:]]
+        sent += len(out)
+        if st.error is not None:
+            raise st.error
+        return out, sent, st.finished is not None and sent == len(st.chunks)
+
+    def _abort_if_open(self, st: ReqState) -> None:
+        if st.finished is None and st.error is None:
+            self._tm().abort(st.rid)  # the consumer stopped early
+
     def _stream(self, st: ReqState) -> Iterator[dict[str, Any]]:
-        sent = 0
+        sent, done = 0, False
         try:
-            while True:
+            while not done:
                 st.event.wait(0.5)
                 st.event.clear()
-                while sent < len(st.chunks):
-                    chunk = st.chunks[sent]
-                    sent += 1
-                    yield {**self._result(st), "delta": chunk["text"]}
-                if st.error is not None:
-                    raise st.error
-                if st.finished is not None and sent == len(st.chunks):
-                    return
+                out, sent, done = self._take(st, sent)
+                yield from out
         finally:
-            if st.finished is None and st.error is None:
-                self._tm().abort(st.rid)  # the consumer stopped early
+            self._abort_if_open(st)
 
     def generate(self, prompt: str | list[str] | None = None, sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
                  input_ids: list[int] | list[list[int]] | None = None, stream: bool = False) -> Any:
@@ -245,21 +250,15 @@ class Engine:
         st.event.clear()
 
     async def _astream(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
-        sent = 0
+        sent, done = 0, False
         try:
-            while True:
+            while not done:
                 await self._await(st)
-                while sent < len(st.chunks):
-                    chunk = st.chunks[sent]
-                    sent += 1
-                    yield {**self._result(st), "delta": chunk["text"]}
-                if st.error is not None:
-                    raise st.error
-                if st.finished is not None and sent == len(st.chunks):
-                    return
+                out, sent, done = self._take(st, sent)
+                for chunk in out:
+                    yield chunk
         finally:
-            if st.finished is None and st.error is None:
-                self._tm().abort(st.rid)
+            self._abort_if_open(st)
 
     def flush_cache(self) -> None:
         self._tm().flush_cache()

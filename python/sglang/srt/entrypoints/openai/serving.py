@@ -105,16 +105,24 @@ class OpenAIServing:
     def _token_str(self, t: int) -> str:
         return self.tok.decode([t], skip_special_tokens=False)
 
-    async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
-        self.check_model(req.model)
-        ids = self._prompt_ids(req)
-        states = self._open(ids, req, (req.logprobs or 0) + 1 if req.logprobs is not None else 0)
-        rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    async def _run(self, ids: list[int], req: _Sampling, logprobs: int, obj: str) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
+        """Open ``req.n`` requests; either a stream of SSE lines, or the finished states."""
+        states = self._open(ids, req, logprobs)
+        rid, created = f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return self._stream(states, rid, created, "text_completion", req)
+            return states, rid, created, self._stream(states, rid, created, obj, req)
         for st in states:
             async for _ in self.engine.stream_request(st):
                 pass
+        return states, rid, created, None
+
+    async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
+        self.check_model(req.model)
+        ids = self._prompt_ids(req)
+        logprobs = (req.logprobs or 0) + 1 if req.logprobs is not None else 0
+        states, rid, created, stream = await self._run(ids, req, logprobs, "text_completion")
+        if stream is not None:
+            return stream
         choices = []
         for i, st in enumerate(states):
             lp = None
@@ -131,13 +139,9 @@ class OpenAIServing:
         self.check_model(req.model)
         ids = self._chat_ids(req)
         logprobs = (req.top_logprobs or 0) + 1 if req.logprobs else 0
-        states = self._open(ids, req, logprobs)
-        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        if req.stream:
-            return self._stream(states, rid, created, "chat.completion.chunk", req)
-        for st in states:
-            async for _ in self.engine.stream_request(st):
-                pass
+        states, rid, created, stream = await self._run(ids, req, logprobs, "chat.completion.chunk")
+        if stream is not None:
+            return stream
         choices = []
         for i, st in enumerate(states):
             lp = None
