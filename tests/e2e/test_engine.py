@@ -57,6 +57,14 @@ def test_single_prompt_result_shape(engine):
     assert r["text"] and len(r["output_ids"]) == r["meta_info"]["completion_tokens"] <= 8
     assert r["meta_info"]["prompt_tokens"] == len(engine.tokenizer_manager.tokenizer.encode("The capital of France is"))
     assert r["meta_info"]["finish_reason"]["type"] in ("length", "stop")
+    assert r["text"] == engine.tokenizer_manager.tokenizer.decode(r["output_ids"])  # incremental detokenization is exact
+
+
+def test_multibyte_text_streams_exactly(engine):
+    p = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
+    chunks = list(engine.generate("Write three emoji and the word café in French:", p, stream=True))
+    assert "".join(c["delta"] for c in chunks) == engine.tokenizer_manager.tokenizer.decode(chunks[-1]["output_ids"])
+    assert all("\ufffd" not in c["delta"] for c in chunks[:-1])
 
 
 def test_streaming_deltas_add_up_to_the_full_text(engine):
@@ -187,3 +195,36 @@ def test_bfloat16_with_packed_q4_weights_keeps_the_answer(engine):
 def test_packed_q4_without_bfloat16_fails_start_up_with_the_fix():
     with pytest.raises(EngineDeadError, match="add --dtype bfloat16"):
         sglang.Engine(dtype="float32", quantization="gguf_q4", log_level="error", max_total_tokens=2048)
+
+
+NODE1 = """
+import sys
+
+import sglang
+
+if __name__ == "__main__":
+    e = sglang.Engine(model_path=sys.argv[1], dtype="float32", tp_size=2, nnodes=2, node_rank=1, dist_init_addr=sys.argv[2],
+                      log_level="warning", max_total_tokens=2048)
+    e.wait()
+"""
+
+
+def test_two_nodes_join_through_dist_init_addr(engine, tiny_tp_model, tmp_path):
+    from sglang.srt.utils.process import free_port
+
+    ids = [_chat_ids(engine, p) for p in PROMPTS[:2]]
+    params = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+    with sglang.Engine(model_path=str(tiny_tp_model), dtype="float32", log_level="warning", max_total_tokens=2048) as one:
+        expected = [r["output_ids"] for r in one.generate(input_ids=ids, sampling_params=params)]
+    addr = f"127.0.0.1:{free_port()}"
+    script = tmp_path / "node1.py"
+    script.write_text(textwrap.dedent(NODE1))
+    node1 = subprocess.Popen([sys.executable, str(script), str(tiny_tp_model), addr], env={**os.environ, "SGLANG_QUIET_LOAD": "1"})
+    try:
+        with sglang.Engine(model_path=str(tiny_tp_model), dtype="float32", tp_size=2, nnodes=2, node_rank=0, dist_init_addr=addr,
+                           log_level="warning", max_total_tokens=2048) as node0:
+            got = [r["output_ids"] for r in node0.generate(input_ids=ids, sampling_params=params)]
+    finally:
+        node1.kill()
+        node1.wait(10)
+    assert got == expected

@@ -16,12 +16,25 @@ logger = logging.getLogger(__name__)
 
 
 class _Decode:
-    __slots__ = ("ids", "sent", "skip_special")
+    """Incremental decoding: only the tokens after ``prefix_offset`` are decoded each step."""
+
+    __slots__ = ("ids", "prefix_offset", "read_offset", "sent", "skip_special", "text")
 
     def __init__(self, skip_special: bool) -> None:
         self.ids: list[int] = []
+        self.text = ""  # text of ids[:read_offset]
+        self.prefix_offset = 0  # decoding restarts here (context for the byte-level decoder)
+        self.read_offset = 0  # tokens already turned into text
         self.sent = 0  # characters already sent
         self.skip_special = skip_special
+
+    def advance(self, tokenizer: Any, final: bool) -> None:
+        """Append the text of new tokens; hold back an incomplete UTF-8 sequence unless ``final``."""
+        prefix = tokenizer.decode(self.ids[self.prefix_offset : self.read_offset], skip_special_tokens=self.skip_special)
+        full = tokenizer.decode(self.ids[self.prefix_offset :], skip_special_tokens=self.skip_special)
+        if len(full) > len(prefix) and (final or not full.endswith("\ufffd")):
+            self.text += full[len(prefix) :]
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
 
 
 class DetokenizerManager:
@@ -41,16 +54,14 @@ class DetokenizerManager:
         for i, rid in enumerate(out.rids):
             st = self.states.get(rid) or self.states.setdefault(rid, _Decode(out.skip_special_tokens[i]))
             st.ids.extend(out.new_token_ids[i])
-            text = self.tokenizer.decode(st.ids, skip_special_tokens=st.skip_special)
             reason = out.finished_reasons[i]
+            st.advance(self.tokenizer, final=reason is not None)
+            text = st.text
             if reason is not None and isinstance(reason.get("matched"), str):
                 cut = text.find(reason["matched"])
                 if cut >= 0:
                     text = text[:cut]
             end = len(text)
-            if reason is None:
-                while end > st.sent and text[end - 1] == "\ufffd":  # an incomplete UTF-8 sequence: wait
-                    end -= 1
             res.rids.append(rid)
             res.texts.append(text[st.sent : end])
             res.output_ids.append(list(out.new_token_ids[i]))
