@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
-import itertools
 import logging
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar
 
 from sglang.plugin_core.errors import HookApplyError, HookRegistrationError, PluginError, PluginLoadError
-from sglang.plugin_core.hooks.aliases import Alias, rebind_aliases, restore_aliases
+from sglang.plugin_core.hooks.aliases import rebind_aliases, restore_aliases
 from sglang.plugin_core.hooks.compose import compose
+from sglang.plugin_core.hooks.state import HookFailure, _Patch, _positional_capacity, _State
 from sglang.plugin_core.hooks.targets import Resolved, TargetName, parse_target, resolve_target
 from sglang.plugin_core.hooks.types import ChainEntry, HookSpec, HookType, PluginSource, new_source_var
 
@@ -34,57 +31,6 @@ _MISSING = object()
 
 class HookConflictWarning(UserWarning):
     """Two REPLACE hooks target the same thing; the later one wins."""
-
-
-@dataclass
-class _Patch:
-    key: str
-    owner: Any
-    name: str
-    own: bool
-    original: Any  # the raw attribute before patching
-    installed: Any
-    chain: list[HookSpec]
-    aliases: list[Alias] = field(default_factory=list)
-
-    @property
-    def is_class(self) -> bool:
-        return isinstance(self.original, type)
-
-
-@dataclass
-class HookFailure:
-    """A hook-application failure attributed to the plugins that caused it."""
-
-    target: str
-    sources: frozenset[PluginSource]
-    error: BaseException
-
-
-class _State:
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.hooks: dict[str, list[HookSpec]] = {}
-        self.hints: dict[str, str] = {}
-        self.rank: dict[PluginSource, int] = {}
-        self.seq = itertools.count()
-        self.patches: dict[str, _Patch] = {}
-        self.eager = False  # after the first apply, registrations apply at once
-
-
-def _positional_capacity(fn: Any) -> int | None:
-    """How many positional arguments ``fn`` accepts (``None``: unlimited or unknown)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    n = 0
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_POSITIONAL:
-            return None
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            n += 1
-    return n
 
 
 class HookRegistryBase:

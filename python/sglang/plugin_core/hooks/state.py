@@ -1,0 +1,63 @@
+"""Bookkeeping of a hook registry: applied patches, failures, per-runtime state."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglang.plugin_core.hooks.aliases import Alias
+from sglang.plugin_core.hooks.types import HookSpec, PluginSource
+
+
+@dataclass
+class _Patch:
+    key: str
+    owner: Any
+    name: str
+    own: bool
+    original: Any  # the raw attribute before patching
+    installed: Any
+    chain: list[HookSpec]
+    aliases: list[Alias] = field(default_factory=list)
+
+    @property
+    def is_class(self) -> bool:
+        return isinstance(self.original, type)
+
+
+@dataclass
+class HookFailure:
+    """A hook-application failure attributed to the plugins that caused it."""
+
+    target: str
+    sources: frozenset[PluginSource]
+    error: BaseException
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.hooks: dict[str, list[HookSpec]] = {}
+        self.hints: dict[str, str] = {}
+        self.rank: dict[PluginSource, int] = {}
+        self.seq = itertools.count()
+        self.patches: dict[str, _Patch] = {}
+        self.eager = False  # after the first apply, registrations apply at once
+
+
+def _positional_capacity(fn: Any) -> int | None:
+    """How many positional arguments ``fn`` accepts (``None``: unlimited or unknown)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    n = 0
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            n += 1
+    return n
