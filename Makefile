@@ -36,6 +36,8 @@ bench: install-test
 	$(PY) bench/hooks.py
 	$(PY) bench/discovery.py
 	$(PY) bench/context.py
+	$(PY) bench/offline.py
+	$(PY) bench/serving.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

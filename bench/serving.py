@@ -34,23 +34,29 @@ def prompt(i: int) -> str:
     return f"Write a short story about a lighthouse keeper, variation {i}."
 
 
+EOS_ID = 2  # SmolLM2's <|im_end|>; suppressed where a server has no ignore_eos
+
+
 def one_request(url: str, i: int, max_tokens: int, model: str) -> tuple[float, float, int]:
     body = {"model": model, "prompt": prompt(i), "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True}
+            "stream_options": {"include_usage": True}, "ignore_eos": True, "logit_bias": {str(EOS_ID): -100}}
     req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
     t0 = time.perf_counter()
-    ttft, tokens = None, 0
+    ttft, usage, chunks = None, None, 0
     with urllib.request.urlopen(req, timeout=600) as r:
         for raw in r:
             line = raw.decode().strip()
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
-            if ttft is None and chunk.get("choices") and chunk["choices"][0].get("text"):
-                ttft = time.perf_counter() - t0
+            if chunk.get("choices") and chunk["choices"][0].get("text"):
+                chunks += 1
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
             if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-    return ttft or time.perf_counter() - t0, time.perf_counter() - t0, tokens or max_tokens
+                usage = chunk["usage"]["completion_tokens"]
+    # the usage chunk when the server sends one, else one token per streamed chunk
+    return ttft or time.perf_counter() - t0, time.perf_counter() - t0, usage if usage is not None else chunks
 
 
 def load(url: str, max_tokens: int, model: str) -> dict[int, dict[str, float]]:

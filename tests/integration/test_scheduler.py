@@ -159,3 +159,9 @@ def test_hook_targets_do_the_work(sched):
         run(sched, [chat(sched, PROMPTS[3])], max_new_tokens=2)
     assert calls[:4] == ["get_next_batch_to_run", "run_batch", "forward", "process_batch_result"]
     assert calls.count("forward") == 2
+
+
+def test_zero_new_tokens_finishes_without_a_forward(sched):
+    before = sched.forward_ct
+    r = next(iter(run(sched, [chat(sched, PROMPTS[3])], max_new_tokens=0).values()))
+    assert r["ids"] == [] and r["reason"] == {"type": "length", "length": 0} and sched.forward_ct == before

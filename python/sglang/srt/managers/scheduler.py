@@ -69,7 +69,6 @@ class Scheduler:
         except SamplingParamsError as exc:
             self.outbox.append(SchedulerError(msg.rid, str(exc)))
             return
-        need = len(msg.input_ids) + params.max_new_tokens
         if len(msg.input_ids) >= self.context_length or len(msg.input_ids) + 1 > self.max_total_tokens:
             self.outbox.append(SchedulerError(msg.rid, f"the prompt has {len(msg.input_ids)} tokens; this server takes at most "
                                               f"{min(self.context_length, self.max_total_tokens) - 1} (context length {self.context_length})"))
@@ -77,7 +76,7 @@ class Scheduler:
         sampler = RequestSampler(params, self.seed, hash(msg.rid) & 0xFFFFFFFF)
         sampler.prompt_tokens = set(msg.input_ids)
         req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream)
-        if params.max_new_tokens == 0 or need <= len(msg.input_ids):
+        if params.max_new_tokens == 0:
             req.finished_reason = {"type": "length", "length": 0}
             self.outbox.append(build_output([req]))
             return
