@@ -35,11 +35,17 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", emb.sin().to(dtype), persistent=False)
         self.half = head_dim // 2
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # q: [T, H, D], k: [T, Hkv, D], positions: [T]
-        cos = self.cos[positions].unsqueeze(1)
-        sin = self.sin[positions].unsqueeze(1)
+    def lookup(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin ``[T, 1, D]`` for ``positions`` ``[T]``: gathered once per forward, shared by every layer."""
+        return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+
+    def apply(self, cos_sin: tuple[torch.Tensor, torch.Tensor], q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # q: [T, H, D], k: [T, Hkv, D]
+        cos, sin = cos_sin
         return q * cos + self._rotate(q) * sin, k * cos + self._rotate(k) * sin
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.apply(self.lookup(positions), q, k)
 
     def _rotate(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat((-x[..., self.half :], x[..., : self.half]), dim=-1)

@@ -34,13 +34,13 @@ class LlamaAttention(nn.Module):
         self.o_proj = RowParallelLinear(q, cfg.hidden_size, tp_size, tp_rank, dtype)
         self.split = [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim]
 
-    def forward(self, h: torch.Tensor, positions: torch.Tensor, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
-        q, k, v = self.qkv_proj(h).split(self.split, dim=-1)
+    def forward(self, h: torch.Tensor, cos_sin: Any, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
+        q, k, v = self.qkv_proj.forward(h).split(self.split, dim=-1)
         q = q.view(-1, self.heads, self.head_dim)
         k = k.view(-1, self.kv_heads, self.head_dim)
-        q, k = rotary(positions, q, k)
+        q, k = rotary.apply(cos_sin, q, k)
         o = attn.forward(q, k, v.view(-1, self.kv_heads, self.head_dim), self.layer_id, fb)
-        return self.o_proj(o)
+        return self.o_proj.forward(o)
 
 
 class LlamaMLP(nn.Module):
@@ -50,7 +50,7 @@ class LlamaMLP(nn.Module):
         self.down_proj = RowParallelLinear(cfg.intermediate_size, cfg.hidden_size, *tp, dtype)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(silu_and_mul(self.gate_up_proj(h)))
+        return self.down_proj.forward(silu_and_mul(self.gate_up_proj.forward(h)))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -61,11 +61,12 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = LlamaMLP(cfg, tp, dtype)
 
-    def forward(self, h: torch.Tensor, positions: torch.Tensor, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
-        # h: the residual stream, kept in float32; sublayers run in the model dtype
+    def forward(self, h: torch.Tensor, cos_sin: Any, fb: Any, rotary: RotaryEmbedding, attn: Any) -> torch.Tensor:
+        # h: the residual stream, kept in float32; sublayers run in the model dtype.
+        # .forward() directly: this loop runs 30x per step, nn.Module.__call__ adds up
         dt = self.input_layernorm.weight.dtype
-        h = h + self.self_attn(self.input_layernorm(h).to(dt), positions, fb, rotary, attn)
-        return h + self.mlp(self.post_attention_layernorm(h).to(dt))
+        h = h + self.self_attn.forward(self.input_layernorm.forward(h).to(dt), cos_sin, fb, rotary, attn)
+        return h + self.mlp.forward(self.post_attention_layernorm.forward(h).to(dt))
 
 
 class LlamaForCausalLM(nn.Module):
@@ -82,8 +83,9 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, fb: Any, attn: Any) -> torch.Tensor:
         h = self.embed_tokens(input_ids).float()
+        cos_sin = self.rotary.lookup(positions)
         for layer in self.layers:
-            h = layer(h, positions, fb, self.rotary, attn)
+            h = layer.forward(h, cos_sin, fb, self.rotary, attn)
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
         return self.lm_head(h)
 
