@@ -44,7 +44,7 @@ class Scheduler:
         self.context_length = runner.context_length
         self.max_total_tokens = runner.max_total_tokens
         self.tree = None if get_schedule().disable_radix_cache else RadixCache(self.allocator, self.page_size)
-        self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path)
+        self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path, runner.tokenizer_info)
         self.eos_ids = set(self.tokenizer.eos_token_ids)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []

@@ -72,6 +72,7 @@ class ModelRunner:
         t0 = time.perf_counter()
         weights = read_weights(server_args.model_path, keep_q4=packed_q4)
         self.model_config = weights.config
+        self.tokenizer_info = weights.tokenizer_info  # the GGUF's tokenizer, so the scheduler does not read the file again
         cls = get_model_class(weights.config.architecture, str(weights.path))
         with torch.device(self.device):
             self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)

@@ -102,8 +102,13 @@ def _from_dir(path: Path) -> Tokenizer:
     return Tokenizer(backend, eos, bos, bool(cfg.get("add_bos_token", False)), cfg.get("chat_template"))
 
 
-def load_tokenizer(model_path: str, tokenizer_path: str | None = None) -> Tokenizer:
-    """The tokenizer of ``tokenizer_path`` if given, else of the model."""
+def load_tokenizer(model_path: str, tokenizer_path: str | None = None, gguf_info: dict[str, Any] | None = None) -> Tokenizer:
+    """The tokenizer of ``tokenizer_path`` if given, else of the model.
+
+    ``gguf_info`` is the model file's already-read tokenizer metadata (saves reading the GGUF again).
+    """
+    if tokenizer_path is None and gguf_info is not None:
+        return _from_gguf_info(gguf_info)
     path = resolve_model_path(tokenizer_path or model_path)
     if path.is_dir():
         return _from_dir(path)
