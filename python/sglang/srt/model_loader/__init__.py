@@ -35,16 +35,4 @@ def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
     return LoadedWeights(path, cfg, tensors, None)
 
 
-def read_model_config(model_path: str) -> ModelConfig:
-    """The architecture numbers only (cheap for directories; GGUF reads metadata)."""
-    path = resolve_model_path(model_path)
-    if path.is_dir():
-        import json
-
-        return ModelConfig.from_hf_dict(json.loads((path / "config.json").read_text()))
-    from sglang.srt.model_loader.gguf_loader import read_gguf_config
-
-    return read_gguf_config(path)
-
-
-__all__ = ["LoadedWeights", "ModelLoadError", "read_model_config", "read_weights", "resolve_model_path"]
+__all__ = ["LoadedWeights", "ModelLoadError", "read_weights", "resolve_model_path"]

@@ -85,10 +85,6 @@ def _config(reader: Any, path: Path) -> ModelConfig:
     )
 
 
-def read_gguf_config(path: Path) -> ModelConfig:
-    return _config(_open(path), path)
-
-
 def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks)``.
 
