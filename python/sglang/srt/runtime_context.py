@@ -64,6 +64,7 @@ class RuntimeContext:
         self.bags.clear()
         self.bags.update({ns: Unpublished(ns) for ns in NAMESPACES})
         self._index: dict[str, ConfigBag] = {}
+        self._choices: dict[str, Any] = {}
         self._overrides: list[tuple[str, dict[str, Any]]] = []
         self.flags = Flags()
         self.resources = Resources()
@@ -90,6 +91,7 @@ class RuntimeContext:
         tops, index = project(server_args)
         self.bags.update(tops)
         self._index = index
+        self._choices = {f.name: field_arg(f).choices for f in public_fields(type(server_args)) if field_arg(f).choices is not None}
         self.server_args = server_args
         self.role = role
         self._overrides = []
@@ -107,11 +109,10 @@ class RuntimeContext:
         """
         if self.server_args is None:
             raise ContextError(f"override({source!r}) before publish: call publish(server_args, role=...) first")
-        by_name = {f.name: f for f in public_fields(type(self.server_args))}
         for k, v in fields.items():
             if k not in self._index:
                 raise KeyError(f"override({source!r}): unknown config field {k!r}{suggest(k, list(self._index))}")
-            choices = field_arg(by_name[k]).choices
+            choices = self._choices.get(k)
             if choices is not None and v not in choices:
                 raise ValueError(f"override({source!r}): {k}={v!r} is not one of {list(choices)}")
         for k, v in fields.items():

@@ -40,7 +40,6 @@ PLATFORM_GROUP = "sglang.srt.platforms"
 
 class _LoaderState:
     records: list[PluginRecord] = []
-    selected_dist: str | None = None
 
 
 def _selected_platform_dist() -> str | None:
@@ -66,8 +65,10 @@ def _get_excluded_dists() -> set[str]:
     are never imported. A distribution that also provides the selected
     platform is never excluded.
     """
-    selected = _selected_platform_dist()
-    _LoaderState.selected_dist = selected
+    return _excluded_for(_selected_platform_dist())
+
+
+def _excluded_for(selected: str | None) -> set[str]:
     return {i.dist for i in list_entry_points(PLATFORM_GROUP) if i.dist and i.dist != selected}
 
 
@@ -124,8 +125,9 @@ def load_plugins_by_group(group: str, excluded_dists: set[str] | frozenset[str] 
 
 
 def _load_plugins_impl() -> None:
-    excluded = _get_excluded_dists()
-    required = {_LoaderState.selected_dist} if _LoaderState.selected_dist else set()
+    selected = _selected_platform_dist()
+    excluded = _excluded_for(selected)
+    required = {selected} if selected else set()
     sources: dict[PluginSource, PluginRecord] = {}
     for info, rec, fn in _load_group(PLUGIN_GROUP, excluded, required):
         src = PluginSource(info.name, info.dist, info.version)
