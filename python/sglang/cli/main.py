@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 
 def _cmd_platform(args: argparse.Namespace) -> int:
@@ -38,10 +39,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang", description="SGLang runtime command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API); `sglang serve --help` lists the flags", add_help=False)
+    sub.add_parser("generate", help="draw images with a diffusion model; `sglang generate --help` lists the flags", add_help=False)
     p = sub.add_parser("platform", help="show the resolved SRT platform and the plugin report")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_platform)
     return parser
+
+
+def _clean_errors(command: str, fn: Any, argv: list[str]) -> int:
+    try:
+        return int(fn(argv) or 0)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"sglang {command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         from sglang.cli.serve import serve
 
         return serve(argv[1:])
+    if argv[:1] == ["generate"]:
+        from sglang.cli.generate import generate
+
+        return _clean_errors("generate", generate, argv[1:])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)

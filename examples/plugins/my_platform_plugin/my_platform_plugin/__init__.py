@@ -20,3 +20,21 @@ def activate() -> str | None:
     if _my_device_is_available():
         return "my_platform_plugin.platform.MySRTPlatform"
     return None
+
+
+def activate_diffusion() -> str | None:
+    """Diffusion activation callback: the diffusion ``Platform`` class, or None."""
+    if _my_device_is_available():
+        return "my_platform_plugin.diffusion_platform.MyDiffusionPlatform"
+    return None
+
+
+def register_hooks() -> None:
+    """``sglang.multimodal_gen.plugins`` callback: rank-aware set-up around the worker.
+
+    Registration only: importing the hook API imports nothing of the runtime,
+    and the target is resolved later by ``apply_plugin_hooks()``.
+    """
+    from my_platform_plugin.diffusion_hooks import register
+
+    register()

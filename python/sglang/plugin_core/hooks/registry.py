@@ -42,11 +42,13 @@ class HookRegistryBase:
     """
 
     _runtime: ClassVar[str] = "base"
+    _selector_env: ClassVar[str] = "SGLANG_PLATFORM"
     _state: ClassVar[_State]
     _source_var: ClassVar[Any]
 
-    def __init_subclass__(cls, runtime: str = "", **kwargs: Any) -> None:
+    def __init_subclass__(cls, runtime: str = "", selector_env: str = "SGLANG_PLATFORM", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._selector_env = selector_env
         if runtime:
             cls._runtime = runtime
             cls._state = _State()
@@ -174,7 +176,7 @@ class HookRegistryBase:
                 raise PluginLoadError(
                     f"hooks of {', '.join(bad_required)} could not be applied to {failure.target!r}: "
                     f"{failure.error}. They belong to the selected platform's distribution, so start-up "
-                    "aborts; fix or upgrade that package, or select another platform with SGLANG_PLATFORM."
+                    f"aborts; fix or upgrade that package, or select another platform with {cls._selector_env}."
                 ) from failure.error
             failures.append(failure)
             for src in failure.sources:

@@ -107,3 +107,8 @@ class ChainEntry:
     dist: str | None
     version: str | None
     note: str = ""
+
+    def format(self) -> str:
+        dist = f"{self.dist} {self.version}" if self.dist else "no distribution"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.type.name} {self.hook} [plugin {self.plugin}, {dist}]{note}"

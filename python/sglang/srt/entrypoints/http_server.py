@@ -23,6 +23,7 @@ from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Comple
 from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing
 from sglang.srt.managers.metrics import render_metrics
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
+from sglang.srt.utils.graceful_server import graceful_server_class
 
 logger = logging.getLogger(__name__)
 
@@ -154,34 +155,6 @@ def _log_startup(server_args: Any) -> None:
     logger.info("resolved configuration:\n%s", format_dump(server_args))
 
 
-def _server_class() -> type:
-    import contextlib
-    import signal
-
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn that shuts down gracefully on SIGINT/SIGTERM and then returns
-        (instead of re-raising the signal), so the engine's children are stopped
-        and the process exits 0."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Any:
-            def handle(sig: int, frame: Any) -> None:
-                if self.should_exit:
-                    self.force_exit = True
-                self.should_exit = True
-
-            old = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, h in old.items():
-                    signal.signal(sig, h)
-
-    return Server
-
-
 def launch_server(server_args: Any) -> int:
     """Serve until interrupted; returns the process exit status."""
     import uvicorn
@@ -193,7 +166,7 @@ def launch_server(server_args: Any) -> int:
     _log_startup(server_args)
     app = build_app(engine, server_args)
     config = uvicorn.Config(app, host=server_args.host, port=server_args.port, log_level="warning", timeout_graceful_shutdown=3)
-    server = _server_class()(config)
+    server = graceful_server_class()(config)
     status = {"code": 0}
 
     def watch() -> None:

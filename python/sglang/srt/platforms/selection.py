@@ -20,9 +20,8 @@ naming the entry point and its distribution: never a silent fallback.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from sglang.plugin_core.decision import Candidate, PlatformDecision
 from sglang.plugin_core.discovery import EntryPointInfo, allowed_plugins, import_qualname, list_entry_points
 from sglang.srt.platforms.errors import (
     PlatformActivationError,
@@ -35,41 +34,6 @@ from sglang.srt.platforms.interface import SRTPlatform
 GROUP = "sglang.srt.platforms"
 PLATFORM_ENV = "SGLANG_PLATFORM"
 CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
-
-
-@dataclass
-class Candidate:
-    """One platform entry point and what selection made of it."""
-
-    name: str
-    value: str
-    dist: str | None
-    version: str | None
-    status: str  # selected | active | inactive | filtered | not-probed
-    reason: str = ""
-
-
-@dataclass
-class PlatformDecision:
-    """Which rule chose the platform, from which entry point, and why others were not."""
-
-    rule: str
-    platform: str  # qualified class name
-    entry_point: str | None = None
-    dist: str | None = None
-    version: str | None = None
-    candidates: list[Candidate] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def format(self) -> str:
-        src = f" from entry point {self.entry_point!r} ({self.dist} {self.version})" if self.entry_point else ""
-        lines = [f"platform: {self.platform}{src}", f"  rule: {self.rule}"]
-        for c in self.candidates:
-            why = f": {c.reason}" if c.reason else ""
-            lines.append(f"  - {c.name} [{c.dist or 'no distribution'}] {c.status}{why}")
-        return "\n".join(lines)
 
 
 def _truthy(value: str | None) -> bool:

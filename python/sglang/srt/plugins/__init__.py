@@ -24,18 +24,18 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from sglang.plugin_core.discovery import EntryPointInfo, allowed_plugins, list_entry_points, strict_mode
+from sglang.plugin_core.discovery import list_entry_points
 from sglang.plugin_core.errors import PluginLoadError
-from sglang.plugin_core.hooks.registry import HookFailure
-from sglang.plugin_core.hooks.types import PluginSource
+from sglang.plugin_core.loading import apply_registry, excluded_for, load_group, run_callbacks
 from sglang.plugin_core.once import OncePerProcess
 from sglang.plugin_core.records import PluginRecord, format_records
-from sglang.srt.plugins.hook_registry import HookRegistry, _current_plugin_source
+from sglang.srt.plugins.hook_registry import HookRegistry
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_GROUP = "sglang.srt.plugins"
 PLATFORM_GROUP = "sglang.srt.platforms"
+SELECTOR_ENV = "SGLANG_PLATFORM"
 
 
 class _LoaderState:
@@ -69,47 +69,7 @@ def _get_excluded_dists() -> set[str]:
 
 
 def _excluded_for(selected: str | None) -> set[str]:
-    return {i.dist for i in list_entry_points(PLATFORM_GROUP) if i.dist and i.dist != selected}
-
-
-def _is_required(dist: str | None, required_dists: set[str] | frozenset[str]) -> bool:
-    return strict_mode() or (dist is not None and dist in required_dists)
-
-
-def _fail(rec: PluginRecord, phase: str, exc: BaseException) -> None:
-    rec.status, rec.reason = "failed", f"{phase}: {type(exc).__name__}: {exc}"
-    label = f"plugin {rec.name!r} ({rec.value}) from {rec.dist or 'no distribution'}"
-    if rec.required:
-        why = "it ships with the selected platform" if not strict_mode() else "SGLANG_PLUGINS_STRICT=1 is set"
-        raise PluginLoadError(
-            f"{label} failed to {phase}: {type(exc).__name__}: {exc}. Start-up aborts because {why}; "
-            f"fix or reinstall {rec.dist or 'the plugin'}, or leave it out with SGLANG_PLUGINS."
-        ) from exc
-    logger.error("%s failed to %s: %s: %s; it is skipped and its hooks are discarded", label, phase, type(exc).__name__, exc, exc_info=exc)
-
-
-def _load_group(group: str, excluded_dists: set[str] | frozenset[str], required_dists: set[str] | frozenset[str]) -> list[tuple[EntryPointInfo, PluginRecord, Callable[..., Any]]]:
-    allow = allowed_plugins()
-    out = []
-    for info in list_entry_points(group):
-        rec = PluginRecord.of(info)
-        rec.required = _is_required(info.dist, required_dists)
-        _LoaderState.records.append(rec)
-        if allow is not None and info.name not in allow:
-            rec.status, rec.reason = "filtered", "not in SGLANG_PLUGINS"
-            continue
-        if info.dist in excluded_dists:
-            rec.status, rec.reason = "excluded", "its distribution ships a platform that is not selected"
-            continue
-        try:
-            fn = info.load()
-            if not callable(fn):
-                raise TypeError(f"entry point {info.value!r} is a {type(fn).__name__}, not a callable")
-        except Exception as exc:
-            _fail(rec, "load", exc)
-            continue
-        out.append((info, rec, fn))
-    return out
+    return excluded_for(PLATFORM_GROUP, selected)
 
 
 def load_plugins_by_group(group: str, excluded_dists: set[str] | frozenset[str] = frozenset(), required_dists: set[str] | frozenset[str] = frozenset()) -> dict[str, Callable[..., Any]]:
@@ -119,7 +79,7 @@ def load_plugins_by_group(group: str, excluded_dists: set[str] | frozenset[str] 
     so a filtered plugin's code never runs.
     """
     out: dict[str, Callable[..., Any]] = {}
-    for info, _, fn in _load_group(group, excluded_dists, required_dists):
+    for info, _, fn in load_group(group, excluded_dists, required_dists, _LoaderState.records, SELECTOR_ENV):
         out[info.name if info.name not in out else f"{info.name}@{info.dist}"] = fn
     return out
 
@@ -128,32 +88,9 @@ def _load_plugins_impl() -> None:
     selected = _selected_platform_dist()
     excluded = _excluded_for(selected)
     required = {selected} if selected else set()
-    sources: dict[PluginSource, PluginRecord] = {}
-    for info, rec, fn in _load_group(PLUGIN_GROUP, excluded, required):
-        src = PluginSource(info.name, info.dist, info.version)
-        token = _current_plugin_source.set(src)
-        try:
-            fn()
-        except Exception as exc:
-            HookRegistry.discard(src)
-            _fail(rec, "run its callback", exc)
-            continue
-        finally:
-            _current_plugin_source.reset(token)
-        rec.status = "loaded"
-        sources[src] = rec
-
-    def on_failure(failure: HookFailure) -> None:
-        for src in failure.sources:
-            if src in sources:
-                _fail(sources[src], f"apply its hooks on {failure.target!r}", failure.error)
-
-    must = {s.dist for s, r in sources.items() if r.required and s.dist}
-    HookRegistry.apply_hooks(required_dists=must, on_failure=on_failure)
-    for src, rec in sources.items():
-        rec.hooks = [f"{h.type.name} {h.target} -> {h.qualname}" for h in HookRegistry.registered() if h.source == src]
-        if rec.status == "loaded":
-            logger.info("loaded SRT plugin %s from %s (%d hooks)", src.name, src.dist or "no distribution", len(rec.hooks))
+    loaded = load_group(PLUGIN_GROUP, excluded, required, _LoaderState.records, SELECTOR_ENV)
+    sources = run_callbacks(HookRegistry, loaded, SELECTOR_ENV)
+    apply_registry(HookRegistry, sources, SELECTOR_ENV, "SRT")
 
 
 _LOAD_ONCE = OncePerProcess("SRT plugin loading (sglang.srt.plugins.load_plugins)", _load_plugins_impl)

@@ -1,0 +1,108 @@
+"""``DiffGenerator``: the offline API of the diffusion runtime.
+
+    from sglang.multimodal_gen import DiffGenerator
+
+    if __name__ == "__main__":
+        gen = DiffGenerator.from_pretrained(model_path="digits-dit")
+        images = gen.generate(prompt="a handwritten digit 7", seed=0, output_path="out/")
+        gen.shutdown()
+
+The generator applies diffusion hooks in this (launcher) process, builds
+``ServerArgs`` and starts the scheduler in a ``spawn`` child through the
+import-neutral bootstrap; requests travel over a pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sglang.multimodal_gen.runtime.entrypoints.client import SchedulerClient
+from sglang.multimodal_gen.runtime.pipelines.outputs import DiffusionOutput
+from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+
+class DiffGenerator:
+    """A running diffusion scheduler and a client to it. Use as a context manager or call ``shutdown()``."""
+
+    def __init__(self, server_args: Any) -> None:
+        from sglang.multimodal_gen.runtime.managers.launcher import spawn_scheduler, wait_ready
+
+        self.server_args = server_args
+        self._proc, conn = spawn_scheduler(server_args)
+        try:
+            self.info = wait_ready(self._proc, conn)
+        except BaseException:
+            self._proc.kill()
+            self._proc.join(5)
+            raise
+        self._client = SchedulerClient(conn, self._proc)
+        logger.info("diffusion scheduler ready (pid %d) on %s", self._proc.pid, self.info.get("platform"))
+
+    @classmethod
+    def from_pretrained(cls, model_path: str | None = None, **kwargs: Any) -> DiffGenerator:
+        """Start a generator for ``model_path`` (a directory or the alias ``digits-dit``).
+
+        ``kwargs`` are diffusion ``ServerArgs`` fields (``dtype``,
+        ``attention_backend``, ``enable_torch_compile``, ...).
+        """
+        from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks
+        from sglang.multimodal_gen.runtime.server_args import ServerArgs
+
+        apply_plugin_hooks()
+        if model_path is not None:
+            kwargs["model_path"] = model_path
+        return cls(ServerArgs(**kwargs))
+
+    def generate(
+        self,
+        prompt: str | list[str] = "",
+        num_inference_steps: int | None = None,
+        guidance_scale: float | None = None,
+        seed: int | list[int] | None = None,
+        num_images_per_prompt: int = 1,
+        size: int | None = None,
+        output_path: str | Path | None = None,
+        sampling_params: SamplingParams | None = None,
+        timeout: float | None = None,
+    ) -> list[DiffusionOutput]:
+        """Draw images; one :class:`DiffusionOutput` per image, in prompt order.
+
+        With ``output_path`` (a directory) each image is also saved as
+        ``<index>_<label>_<seed>.png`` there; ``output.path`` is set.
+        """
+        params = sampling_params or SamplingParams(prompt, num_images_per_prompt, num_inference_steps, guidance_scale, seed, size)
+        outputs = self._client.generate(params, timeout)
+        target = output_path or self.server_args.output_dir
+        if target is not None:
+            for i, out in enumerate(outputs):
+                label = "uncond" if out.label is None else out.label
+                out.path = str(out.save(Path(target) / f"{i:03d}_{label}_{out.seed}.png"))
+        return outputs
+
+    def shutdown(self) -> None:
+        """Stop the scheduler child (idempotent)."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.is_alive():
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+
+    def __enter__(self) -> DiffGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __del__(self) -> None:
+        try:
+            self.shutdown()
+        except Exception:
+            pass

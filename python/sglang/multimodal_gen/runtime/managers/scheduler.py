@@ -1,0 +1,77 @@
+"""The diffusion scheduler process: one request at a time through ``GPUWorker``.
+
+Protocol over a ``multiprocessing`` connection (stdlib objects only):
+
+- scheduler -> client, once: ``("ready", info)`` or ``("failed", message)``;
+- client -> scheduler: ``("generate", rid, SamplingParams)`` and ``("shutdown", None, None)``;
+- scheduler -> client: ``("ok", rid, [DiffusionOutput])`` or
+  ``("error", rid, (param or None, message))``. A bad request never stops the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from sglang.multimodal_gen.runtime.managers.gpu_worker import GPUWorker
+from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParamsError
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Owns the worker of this rank and serves requests from one connection."""
+
+    def __init__(self, server_args: Any, rank: int, conn: Any) -> None:
+        self.server_args, self.rank, self.conn = server_args, rank, conn
+        self.worker = GPUWorker(server_args, rank=rank, local_rank=rank)
+        self.worker.init_device_and_model()
+
+    def ready_info(self) -> dict[str, Any]:
+        from sglang.multimodal_gen.runtime.platforms import current_platform, get_platform_decision
+        from sglang.multimodal_gen.runtime.platforms.plugins import plugin_manifest
+
+        return {
+            "pid": os.getpid(),
+            "platform": repr(current_platform),
+            "decision": get_platform_decision().as_dict(),
+            "worker": self.worker.info,
+            "config": self.worker.pipeline.config.to_dict(),
+            "manifest": plugin_manifest(),
+        }
+
+    def handle(self, rid: Any, params: Any) -> tuple[str, Any, Any]:
+        try:
+            return "ok", rid, self.worker.execute_forward(params)
+        except SamplingParamsError as exc:
+            return "error", rid, (exc.param, exc.message)
+        except ValueError as exc:  # e.g. a prompt that names no class
+            return "error", rid, ("prompt" if "prompt" in str(exc) else None, str(exc))
+        except Exception as exc:
+            logger.exception("request %s failed", rid)
+            return "error", rid, ("internal", f"{type(exc).__name__}: {exc}")
+
+    def event_loop(self) -> None:
+        self.conn.send(("ready", self.ready_info()))
+        while True:
+            try:
+                kind, rid, payload = self.conn.recv()
+            except (EOFError, OSError):
+                logger.info("client connection closed; scheduler exits")
+                break
+            if kind == "shutdown":
+                break
+            if kind == "generate":
+                self.conn.send(self.handle(rid, payload))
+            else:
+                self.conn.send(("error", rid, (None, f"unknown message {kind!r}")))
+        self.worker.shutdown()
+
+
+def run_scheduler_process(server_args: Any, rank: int, conn: Any) -> None:
+    """Entry of a scheduler child, reached through the bootstrap after hooks are applied.
+
+    Called through this module's attribute, so a REPLACE hook on it takes effect.
+    """
+    Scheduler(server_args, rank, conn).event_loop()

@@ -1,0 +1,45 @@
+"""``DiffusionOutput``: one generated image with what produced it."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sglang.multimodal_gen.utils.png import encode_gray_png
+
+
+@dataclass
+class DiffusionOutput:
+    """``image`` is float32 (H, W) in [0, 1] at the model's native resolution."""
+
+    prompt: str
+    label: int | None
+    seed: int
+    image: np.ndarray
+    num_inference_steps: int
+    guidance_scale: float
+    size: int | None = None
+    path: str | None = None
+
+    def to_uint8(self, size: int | None = None) -> np.ndarray:
+        px = np.clip(np.rint(self.image * 255.0), 0, 255).astype(np.uint8)
+        size = size or self.size
+        if size and size != px.shape[0]:
+            k = size // px.shape[0]
+            px = px.repeat(k, axis=0).repeat(k, axis=1)
+        return px
+
+    def to_png(self, size: int | None = None) -> bytes:
+        return encode_gray_png(self.to_uint8(size))
+
+    def to_b64_png(self, size: int | None = None) -> str:
+        return base64.b64encode(self.to_png(size)).decode("ascii")
+
+    def save(self, path: str | Path, size: int | None = None) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.to_png(size))
+        return path

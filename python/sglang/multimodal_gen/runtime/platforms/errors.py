@@ -1,0 +1,23 @@
+"""Errors of diffusion platform selection; each names the thing and the fix."""
+
+from __future__ import annotations
+
+
+class DiffusionPlatformError(RuntimeError):
+    """Base of every diffusion platform selection and initialization error."""
+
+
+class DiffusionPlatformSelectionError(DiffusionPlatformError):
+    """The override or the installed entry points do not determine one platform."""
+
+
+class DiffusionPlatformActivationError(DiffusionPlatformError):
+    """An activation callback failed to import, raised, or returned garbage."""
+
+
+class DiffusionPlatformClassError(DiffusionPlatformError, TypeError):
+    """The class an activation callback named breaks the diffusion platform contract."""
+
+
+class BackendInitError(DiffusionPlatformError):
+    """``init_backend()`` of the selected platform raised; terminal for the process."""

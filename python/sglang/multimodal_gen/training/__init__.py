@@ -1,0 +1,1 @@
+"""Training scripts for the models shipped with the diffusion runtime."""
