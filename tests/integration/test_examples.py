@@ -66,3 +66,34 @@ def test_general_quickstart_registers_its_hook_with_provenance(installed):
     """
     out = ok(run_python(code, [installed])).strip()
     assert out == "AROUND sglang.srt.managers.scheduler.Scheduler.__init__ my_general_plugin.my_hook my-general-plugin"
+
+
+DIFFUSION_VERIFY = "from sglang.multimodal_gen.runtime.platforms import current_platform; print(current_platform)"
+
+
+def test_diffusion_verification_command_verbatim(installed):
+    # SGLANG_DIFFUSION_PLATFORM_OVERRIDE=my_device python -c "<DIFFUSION_VERIFY>"
+    out = ok(run_python(DIFFUSION_VERIFY, [installed], clean_env(SGLANG_DIFFUSION_PLATFORM_OVERRIDE="my_device")))
+    assert out.strip() == "my_platform_plugin.diffusion_platform.MyDiffusionPlatform(device_name='my_device', device_type='my_device')"
+
+
+def test_diffusion_hidden_device_falls_back_to_a_builtin_in_auto_mode(installed):
+    out = ok(run_python(DIFFUSION_VERIFY, [installed], clean_env(MY_DEVICE_VISIBLE="0")))
+    assert out.strip().startswith("sglang.multimodal_gen.runtime.platforms.builtin.CpuPlatform(")
+
+
+def test_example_platform_generates_images_with_its_kernel_and_hooks(installed, tmp_path):
+    script = tmp_path / "gen.py"
+    script.write_text(
+        "from sglang.multimodal_gen import DiffGenerator\n"
+        "if __name__ == '__main__':\n"
+        "    with DiffGenerator.from_pretrained(model_path='digits-dit', log_level='warning') as g:\n"
+        "        out = g.generate(prompt='a handwritten digit 8', seed=0, num_inference_steps=4)\n"
+        "        w = g.info['worker']\n"
+        "        print(out[0].label, w['device_name'], w.get('my_device_ready'), 'registered:rms_norm_forward' in w['dispatch'])\n"
+    )
+    env = clean_env(PYTHONPATH=str(installed))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "8 My Device 0 (emulated) True True"
+    assert "my_device: rank 0 initialized" in proc.stderr

@@ -59,15 +59,13 @@ class GPUWorker:
         from sglang.multimodal_gen.runtime.distributed.communication import init_sequence_parallel
 
         backend = plat.get_torch_distributed_backend_str()
+        kwargs: dict[str, Any] = {}
+        if plat.supports_distributed_device_id() and self.device is not None and self.device.type != "cpu":
+            kwargs["device_id"] = self.device
         self.info["distributed_backend"] = backend
-        if self.world_size > 1 or self.dist_port is not None:
-            kwargs: dict[str, Any] = {}
-            if plat.supports_distributed_device_id() and self.device is not None and self.device.type != "cpu":
-                kwargs["device_id"] = self.device
-            if not dist.is_initialized():
-                dist.init_process_group(
-                    backend, init_method=f"tcp://127.0.0.1:{self.dist_port}", world_size=self.world_size, rank=self.rank, **kwargs
-                )
+        self.info["distributed_device_id"] = "device_id" in kwargs
+        if self.world_size > 1 and not dist.is_initialized():
+            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{self.dist_port}", world_size=self.world_size, rank=self.rank, **kwargs)
         init_sequence_parallel(self.world_size, self.rank, dist.group.WORLD if dist.is_initialized() else None)
 
     def execute_forward(self, params: SamplingParams) -> list[DiffusionOutput]:
