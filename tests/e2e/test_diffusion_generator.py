@@ -80,3 +80,37 @@ def test_bad_requests_name_the_parameter_and_the_generator_keeps_serving(gen, kw
         gen.generate(**kwargs)
     assert info.value.param == param and text in str(info.value)
     assert gen.generate(prompt="1", seed=0, num_inference_steps=2)[0].label == 1
+
+
+def test_sequence_parallel_over_two_workers_matches_one(gen):
+    prompts = ["a handwritten digit 0", "five", "a 9"]
+    single = gen.generate(prompt=prompts, seed=77, num_inference_steps=10)
+    with DiffGenerator.from_pretrained(model_path="digits-dit", num_gpus=2, log_level="warning") as sp:
+        assert sp.info["num_gpus"] == 2
+        split = sp.generate(prompt=prompts, seed=77, num_inference_steps=10)
+    assert [o.label for o in split] == [0, 5, 9]
+    for a, b in zip(single, split):
+        assert np.abs(a.image - b.image).max() <= 1e-4
+
+
+def test_worker_count_that_cannot_split_the_model_is_refused_naming_the_flag():
+    from sglang.multimodal_gen.runtime.managers.launcher import SchedulerStartError
+
+    with pytest.raises(SchedulerStartError, match=r"--num-gpus 3 cannot split DigitsDiT \(16 tokens, 4 heads\) evenly; choose one of 1, 2, 4"):
+        DiffGenerator.from_pretrained(model_path="digits-dit", num_gpus=3, log_level="error")
+
+
+def test_a_dead_worker_fails_requests_instead_of_hanging():
+    import time
+
+    from sglang.multimodal_gen.runtime.entrypoints.client import SchedulerDiedError
+
+    with DiffGenerator.from_pretrained(model_path="digits-dit", num_gpus=2, log_level="error") as sp:
+        sp._procs[1].kill()
+        t0 = time.monotonic()
+        # either the client sees the dead process, or rank 0 reports the broken process group first
+        with pytest.raises(SchedulerDiedError, match=r"sglang-diffusion-scheduler-1 \(exit code -9\)|Connection reset by peer"):
+            for _ in range(50):  # the death is noticed within a poll interval
+                sp.generate(prompt="1", seed=0, num_inference_steps=2, timeout=30)
+                time.sleep(0.1)
+        assert time.monotonic() - t0 < 30

@@ -31,6 +31,8 @@ class ServerArgs:
     attention_backend: str | None = None
     enable_torch_compile: bool = False
     dit_layerwise_offload: bool | None = None
+    num_gpus: int = 1
+    dist_port: int | None = None
     seed: int = 1024
     max_batch_size: int = 64
     host: str = "127.0.0.1"
@@ -65,6 +67,8 @@ class ServerArgs:
                 AttentionBackendEnum.parse(self.attention_backend)
             except ValueError as exc:
                 raise DiffusionServerArgsError(str(exc)) from None
+        if not 1 <= self.num_gpus <= 64:
+            raise DiffusionServerArgsError(f"--num-gpus must be from 1 to 64, got {self.num_gpus}")
         if not 1 <= self.max_batch_size <= 4096:
             raise DiffusionServerArgsError(f"--max-batch-size must be from 1 to 4096, got {self.max_batch_size}")
         if not 0 <= self.port <= 65535:
@@ -79,6 +83,8 @@ class ServerArgs:
         p.add_argument("--attention-backend", default=None, help="an AttentionBackendEnum name (TORCH_SDPA, NAIVE)")
         p.add_argument("--enable-torch-compile", action="store_true")
         p.add_argument("--dit-layerwise-offload", default=None, action=argparse.BooleanOptionalAction)
+        p.add_argument("--num-gpus", type=int, default=1, help="workers; the image tokens are split across them (sequence parallel)")
+        p.add_argument("--dist-port", type=int, default=None, help="port of the workers' process group (default: a free one)")
         p.add_argument("--seed", type=int, default=1024)
         p.add_argument("--max-batch-size", type=int, default=64)
         p.add_argument("--host", default="127.0.0.1")

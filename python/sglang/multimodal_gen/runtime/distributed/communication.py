@@ -61,3 +61,19 @@ def all_to_all_4D(x: torch.Tensor, scatter_dim: int, gather_dim: int) -> torch.T
     if comm is None or _Group.world_size == 1:
         return x
     return comm.all_to_all_4D(x, scatter_dim, gather_dim)
+
+
+def sequence_shard(x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """This rank's slice of ``x`` along the token dimension."""
+    if _Group.world_size == 1:
+        return x
+    return x.chunk(_Group.world_size, dim=dim)[_Group.rank].contiguous()
+
+
+def sequence_gather(x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """Concatenate every rank's slice along the token dimension (inverse of :func:`sequence_shard`)."""
+    if _Group.world_size == 1:
+        return x
+    parts = [torch.empty_like(x) for _ in range(_Group.world_size)]
+    dist.all_gather(parts, x.contiguous(), group=_Group.communicator.group)
+    return torch.cat(parts, dim=dim)

@@ -26,8 +26,8 @@ class RequestFailedError(RuntimeError):
 
 
 class SchedulerClient:
-    def __init__(self, conn: Any, proc: Any | None = None) -> None:
-        self.conn, self.proc = conn, proc
+    def __init__(self, conn: Any, procs: list[Any] | None = None) -> None:
+        self.conn, self.procs = conn, list(procs or [])
         self._ids = itertools.count()
         self._pending: dict[int, Future[list[DiffusionOutput]]] = {}
         self._lock = threading.Lock()
@@ -43,7 +43,7 @@ class SchedulerClient:
         while True:
             try:
                 if not self.conn.poll(0.5):
-                    if self.proc is not None and not self.proc.is_alive():
+                    if any(not p.is_alive() for p in self.procs):
                         raise EOFError
                     continue
                 msg = self.conn.recv()
@@ -52,8 +52,8 @@ class SchedulerClient:
                     return
                 kind, rid, payload = msg
             except (EOFError, OSError):
-                code = getattr(self.proc, "exitcode", None)
-                self._fail_all(f"the diffusion scheduler process exited (exit code {code}); see its log")
+                dead = [f"{p.name} (exit code {p.exitcode})" for p in self.procs if not p.is_alive()]
+                self._fail_all(f"the diffusion scheduler is gone: {', '.join(dead) or 'connection closed'}; see its log")
                 return
             fut = self._pending.pop(rid, None)
             if fut is None:

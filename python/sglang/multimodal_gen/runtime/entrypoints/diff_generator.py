@@ -29,18 +29,17 @@ class DiffGenerator:
     """A running diffusion scheduler and a client to it. Use as a context manager or call ``shutdown()``."""
 
     def __init__(self, server_args: Any) -> None:
-        from sglang.multimodal_gen.runtime.managers.launcher import spawn_scheduler, wait_ready
+        from sglang.multimodal_gen.runtime.managers.launcher import spawn_schedulers, stop_processes, wait_ready
 
         self.server_args = server_args
-        self._proc, conn = spawn_scheduler(server_args)
+        self._procs, conn = spawn_schedulers(server_args)
         try:
-            self.info = wait_ready(self._proc, conn)
+            self.info = wait_ready(self._procs, conn)
         except BaseException:
-            self._proc.kill()
-            self._proc.join(5)
+            stop_processes(self._procs, grace=0.0)
             raise
-        self._client = SchedulerClient(conn, self._proc)
-        logger.info("diffusion scheduler ready (pid %d) on %s", self._proc.pid, self.info.get("platform"))
+        self._client = SchedulerClient(conn, self._procs)
+        logger.info("diffusion scheduler ready (%d rank(s)) on %s", len(self._procs), self.info.get("platform"))
 
     @classmethod
     def from_pretrained(cls, model_path: str | None = None, **kwargs: Any) -> DiffGenerator:
@@ -88,12 +87,11 @@ class DiffGenerator:
         client = getattr(self, "_client", None)
         if client is not None:
             client.close()
-        proc = getattr(self, "_proc", None)
-        if proc is not None and proc.is_alive():
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        procs = getattr(self, "_procs", None)
+        if procs:
+            from sglang.multimodal_gen.runtime.managers.launcher import stop_processes
+
+            stop_processes(procs, grace=10.0)
 
     def __enter__(self) -> DiffGenerator:
         return self

@@ -58,6 +58,13 @@ def load_pipeline(server_args: Any, device: torch.device) -> Any:
             f"{model_dir / 'pipeline_config.json'}: architecture {config.architecture!r} is not supported; supported: {', '.join(registry)}"
         )
     current_platform.verify_model_arch(config.architecture)
+    n = server_args.num_gpus
+    if n > 1 and (config.dit.num_tokens % n or config.dit.num_heads % n):
+        ok = [k for k in range(1, 65) if config.dit.num_tokens % k == 0 and config.dit.num_heads % k == 0]
+        raise DiffusionModelLoadError(
+            f"--num-gpus {n} cannot split {config.architecture} ({config.dit.num_tokens} tokens, {config.dit.num_heads} heads) "
+            f"evenly; choose one of {', '.join(map(str, ok))}"
+        )
     backend = AttentionBackendEnum.parse(server_args.attention_backend) if server_args.attention_backend else None
     dtype = getattr(torch, server_args.dtype)
     model = registry[config.architecture](config.dit, attn_backend=backend)
@@ -81,6 +88,6 @@ def load_pipeline(server_args: Any, device: torch.device) -> Any:
     vae = current_platform.optimize_vae(PixelDecoder().to(device))
     if server_args.enable_torch_compile:
         model = torch.compile(model, **build_torch_compile_kwargs())
-    n = sum(p.numel() for p in model.parameters())
-    logger.info("loaded %s from %s: %.2f M parameters, %s on %s", config.architecture, model_dir, n / 1e6, dtype, device)
+    count = sum(p.numel() for p in model.parameters())
+    logger.info("loaded %s from %s: %.2f M parameters, %s on %s", config.architecture, model_dir, count / 1e6, dtype, device)
     return DigitsDiffusionPipeline(config, model, vae, device, dtype)

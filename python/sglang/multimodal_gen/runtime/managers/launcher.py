@@ -22,20 +22,45 @@ class SchedulerStartError(RuntimeError):
     """The scheduler child failed before it was ready; the message holds its error."""
 
 
-def spawn_scheduler(server_args: Any, rank: int = 0) -> tuple[Any, Any]:
-    """Start a scheduler child; returns (process, parent end of its connection)."""
+def spawn_schedulers(server_args: Any) -> tuple[list[Any], Any]:
+    """Start ``num_gpus`` scheduler children; returns (processes, connection to rank 0)."""
+    from sglang.srt.utils.process import free_port
+
+    if server_args.num_gpus > 1 and server_args.dist_port is None:
+        server_args.dist_port = free_port()
     ctx = get_spawn_context()
     parent, child = ctx.Pipe()
-    spec = SchedulerProcessSpec(ServerArgsPayload.pack(server_args), rank=rank, log_level=server_args.log_level)
-    proc = ctx.Process(target=scheduler_process_main, args=(spec, child), name=f"sglang-diffusion-scheduler-{rank}", daemon=True)
-    proc.start()
+    payload = ServerArgsPayload.pack(server_args)
+    procs = []
+    for rank in range(server_args.num_gpus):
+        spec = SchedulerProcessSpec(payload, rank=rank, world_size=server_args.num_gpus, log_level=server_args.log_level)
+        proc = ctx.Process(
+            target=scheduler_process_main, args=(spec, child if rank == 0 else None), name=f"sglang-diffusion-scheduler-{rank}", daemon=True
+        )
+        proc.start()
+        procs.append(proc)
     child.close()
-    return proc, parent
+    return procs, parent
 
 
-def wait_ready(proc: Any | None, conn: Any, timeout: float = 300.0) -> dict[str, Any]:
-    """The scheduler's ready info; raises with the child's error if it failed or died."""
+def stop_processes(procs: list[Any], grace: float = 10.0) -> None:
+    """Wait up to ``grace`` seconds for ``procs`` to exit, then terminate and kill what is left."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(3)
+        if p.is_alive():
+            p.kill()
+            p.join(2)
+
+
+def wait_ready(procs: list[Any] | None, conn: Any, timeout: float = 300.0) -> dict[str, Any]:
+    """Rank 0's ready info; raises with the child's error if one failed or died."""
     deadline = time.monotonic() + timeout
+    proc = None
     while time.monotonic() < deadline:
         if conn.poll(0.1):
             try:
@@ -45,15 +70,16 @@ def wait_ready(proc: Any | None, conn: Any, timeout: float = 300.0) -> dict[str,
             if kind == "ready":
                 return payload
             raise SchedulerStartError(f"the diffusion scheduler failed to start: {payload}")
-        if proc is not None and not proc.is_alive():
+        dead = [p for p in procs or [] if not p.is_alive()]
+        if dead:
+            proc = dead[0]
             break
     if proc is None:
+        if procs:
+            raise SchedulerStartError(f"the diffusion schedulers did not become ready within {timeout:.0f} s")
         raise SchedulerStartError("the diffusion scheduler closed its connection before it was ready; see its log above")
     proc.join(timeout=5)
-    raise SchedulerStartError(
-        f"the diffusion scheduler (pid {proc.pid}) exited with code {proc.exitcode} before it was ready; see its log above"
-        if proc.exitcode is not None else f"the diffusion scheduler did not become ready within {timeout:.0f} s"
-    )
+    raise SchedulerStartError(f"the diffusion scheduler {proc.name} (pid {proc.pid}) exited with code {proc.exitcode} before it was ready; see its log above")
 
 
 def spawn_http(server_args: Any, conn: Any) -> Any:
@@ -81,7 +107,7 @@ def launch_diffusion_server(server_args: Any) -> int:
     for t in HookRegistry.applied_targets():
         logger.info("hook chain %s: %s", t, " -> ".join(e.format() for e in HookRegistry.describe(t)))
     server_args.log_summary()
-    sched, conn = spawn_scheduler(server_args)
+    scheds, conn = spawn_schedulers(server_args)
     http = spawn_http(server_args, conn)
     conn.close()
     stop = {"signal": None}
@@ -93,8 +119,9 @@ def launch_diffusion_server(server_args: Any) -> int:
     code = 0
     try:
         while stop["signal"] is None:
-            if not sched.is_alive() or not http.is_alive():
-                dead = sched if not sched.is_alive() else http
+            gone = [p for p in (*scheds, http) if not p.is_alive()]
+            if gone:
+                dead = gone[0]
                 logger.error("diffusion %s process exited with code %s; shutting down", dead.name, dead.exitcode)
                 code = 1
                 break
@@ -103,13 +130,6 @@ def launch_diffusion_server(server_args: Any) -> int:
         for s, h in old.items():
             signal.signal(s, h)
         if http.is_alive():
-            http.terminate()
-            http.join(8)
-        for p in (http, sched):
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(2)
+            http.terminate()  # graceful: it tells the schedulers to shut down
+        stop_processes([http, *scheds], grace=8.0)
     return code

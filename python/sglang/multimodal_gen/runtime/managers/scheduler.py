@@ -1,4 +1,8 @@
-"""The diffusion scheduler process: one request at a time through ``GPUWorker``.
+"""The diffusion scheduler processes: one request at a time through ``GPUWorker``.
+
+With ``num_gpus`` ranks, rank 0 owns the client connection and broadcasts
+every message to the other ranks over the process group; all ranks run the
+pipeline together (sequence parallel) and rank 0 replies.
 
 Protocol over a ``multiprocessing`` connection (stdlib objects only):
 
@@ -25,7 +29,8 @@ class Scheduler:
 
     def __init__(self, server_args: Any, rank: int, conn: Any) -> None:
         self.server_args, self.rank, self.conn = server_args, rank, conn
-        self.worker = GPUWorker(server_args, rank=rank, local_rank=rank)
+        self.world_size = server_args.num_gpus
+        self.worker = GPUWorker(server_args, rank=rank, local_rank=rank, world_size=self.world_size, dist_port=server_args.dist_port)
         self.worker.init_device_and_model()
 
     def ready_info(self) -> dict[str, Any]:
@@ -34,6 +39,7 @@ class Scheduler:
 
         return {
             "pid": os.getpid(),
+            "num_gpus": self.world_size,
             "platform": repr(current_platform),
             "decision": get_platform_decision().as_dict(),
             "worker": self.worker.info,
@@ -52,20 +58,36 @@ class Scheduler:
             logger.exception("request %s failed", rid)
             return "error", rid, ("internal", f"{type(exc).__name__}: {exc}")
 
-    def event_loop(self) -> None:
-        self.conn.send(("ready", self.ready_info()))
-        while True:
+    def _next_message(self) -> tuple[str, Any, Any]:
+        """Rank 0 reads the client; every rank then holds the same message."""
+        msg: tuple[str, Any, Any] = ("shutdown", None, None)
+        if self.rank == 0:
             try:
-                kind, rid, payload = self.conn.recv()
+                msg = self.conn.recv()
             except (EOFError, OSError):
                 logger.info("client connection closed; scheduler exits")
-                break
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            box = [msg]
+            dist.broadcast_object_list(box, src=0)
+            msg = box[0]
+        return msg
+
+    def event_loop(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()  # every rank has its model before rank 0 reports ready
+        if self.rank == 0:
+            self.conn.send(("ready", self.ready_info()))
+        while True:
+            kind, rid, payload = self._next_message()
             if kind == "shutdown":
                 break
-            if kind == "generate":
-                self.conn.send(self.handle(rid, payload))
-            else:
-                self.conn.send(("error", rid, (None, f"unknown message {kind!r}")))
+            reply = self.handle(rid, payload) if kind == "generate" else ("error", rid, (None, f"unknown message {kind!r}"))
+            if self.rank == 0:
+                self.conn.send(reply)
         self.worker.shutdown()
 
 

@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import pickle
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,7 +124,7 @@ def _call_entry(entry: str, *args: Any) -> Any:
 
 def _report_failure(conn: Any, exc: BaseException) -> None:
     try:
-        conn.send(("failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
     except Exception:
         pass
 
@@ -142,13 +141,13 @@ def scheduler_process_main(spec: SchedulerProcessSpec, conn: Any) -> None:
         apply_plugin_hooks()
         server_args = spec.server_args.materialize()
     except BaseException as exc:
-        logger.error("diffusion scheduler start-up failed: %s: %s", type(exc).__name__, exc)
+        logger.error("diffusion scheduler start-up failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
         _report_failure(conn, exc)
         sys.exit(1)
     try:
         _call_entry(spec.entry, server_args, spec.rank, conn)
     except BaseException as exc:
-        logger.error("diffusion scheduler failed: %s: %s", type(exc).__name__, exc)
+        logger.error("diffusion scheduler failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
         _report_failure(conn, exc)
         sys.exit(1)
 

@@ -111,12 +111,15 @@ class DigitsDiT(nn.Module):
         return x.reshape(b, cfg.channels, cfg.image_size, cfg.image_size)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        h = self.patch_in(self._patchify(x)) + self.pos
+        from sglang.multimodal_gen.runtime.distributed.communication import sequence_gather, sequence_shard
+
+        # with sequence parallelism each rank runs the blocks on its slice of the tokens
+        h = sequence_shard(self.patch_in(self._patchify(x)) + self.pos)
         c = self.t_mlp(timestep_embedding(t, self.cfg.hidden_size).to(h.dtype)) + self.y_emb(y)
         for blk in self.blocks:
             h = blk(h, c)
         shift, scale = self.ada_out(c).chunk(2, dim=-1)
-        return self._unpatchify(self.patch_out(_modulate(self.norm_out(h), shift, scale)))
+        return self._unpatchify(sequence_gather(self.patch_out(_modulate(self.norm_out(h), shift, scale))))
 
 
 class PixelDecoder(nn.Module):
