@@ -12,13 +12,13 @@ import threading
 import time
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 
 from sglang.multimodal_gen.runtime.entrypoints.client import RequestFailedError, SchedulerClient, SchedulerDiedError
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams, SamplingParamsError
+from sglang.srt.utils.http_common import error, install_common
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,6 @@ class ImageGenerationRequest(BaseModel):
     user: str | None = None
 
 
-def error(status: int, message: str, etype: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": etype, "param": param, "code": code}}, status_code=status)
-
-
 def _parse_size(size: str | None) -> int | None:
     if size is None or size == "auto":
         return None
@@ -57,18 +53,7 @@ def build_app(client: SchedulerClient, server_args: Any, info: dict[str, Any]) -
     app = FastAPI(title="sglang diffusion", docs_url=None, redoc_url=None)
     name = server_args.served_model_name or server_args.model_path
 
-    @app.middleware("http")
-    async def auth(request: Request, call_next: Any) -> Response:
-        if server_args.api_key and request.url.path != "/health":
-            if request.headers.get("authorization") != f"Bearer {server_args.api_key}":
-                return error(401, "invalid or missing API key: send 'Authorization: Bearer <key>'", "authentication_error", code="invalid_api_key")
-        return await call_next(request)
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return error(400, f"{loc or 'body'}: {first.get('msg', 'invalid request')}", param=loc or None)
+    install_common(app, server_args.api_key)
 
     @app.get("/health")
     async def health() -> Response:

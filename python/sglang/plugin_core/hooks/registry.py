@@ -112,6 +112,16 @@ class HookRegistryBase:
         return fn
 
     @classmethod
+    def hook(cls, target: str, type: HookType | str = HookType.AROUND) -> Callable[[Any], Any]:
+        """Decorator form of :meth:`register`; returns the function or class unchanged."""
+
+        def deco(fn: Any) -> Any:
+            cls.register(target, fn, type)
+            return fn
+
+        return deco
+
+    @classmethod
     def discard(cls, source: PluginSource) -> int:
         """Drop every hook ``source`` registered; re-compose targets it had patched."""
         st = cls._state

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest
@@ -24,12 +23,9 @@ from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing
 from sglang.srt.managers.metrics import render_metrics
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
 from sglang.srt.utils.graceful_server import graceful_server_class
+from sglang.srt.utils.http_common import error, install_common
 
 logger = logging.getLogger(__name__)
-
-
-def error(status: int, message: str, etype: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": etype, "param": param, "code": code}}, status_code=status)
 
 
 def _sse(stream: Any) -> StreamingResponse:
@@ -43,18 +39,7 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
     app = FastAPI(title="sglang", docs_url=None, redoc_url=None)
     tm = engine.tokenizer_manager
 
-    @app.middleware("http")
-    async def auth(request: Request, call_next: Any) -> Response:
-        if server_args.api_key and request.url.path != "/health":
-            if request.headers.get("authorization") != f"Bearer {server_args.api_key}":
-                return error(401, "invalid or missing API key: send 'Authorization: Bearer <key>'", "authentication_error", code="invalid_api_key")
-        return await call_next(request)
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return error(400, f"{loc or 'body'}: {first.get('msg', 'invalid request')}", param=loc or None)
+    install_common(app, server_args.api_key)
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:

@@ -8,10 +8,9 @@ Importing this package imports no torch and no plugin.
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
+from sglang.plugin_core.lazy_platform import LazyPlatform
 from sglang.srt.platforms.device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
 from sglang.srt.platforms.errors import (
     PlatformActivationError,
@@ -23,51 +22,29 @@ from sglang.srt.platforms.errors import (
 from sglang.srt.platforms.interface import SRTPlatform
 
 if TYPE_CHECKING:
-    from sglang.srt.platforms.selection import PlatformDecision
-
-logger = logging.getLogger(__name__)
+    from sglang.plugin_core.decision import PlatformDecision
 
 
-class _Resolution:
-    """Holder of the once-per-process outcome (no module ``global`` statements)."""
+def _chain() -> tuple[SRTPlatform, PlatformDecision]:
+    from sglang.srt.platforms.selection import resolve_platform
 
-    lock = threading.Lock()
-    platform: SRTPlatform | None = None
-    decision: PlatformDecision | None = None
-    error: BaseException | None = None
+    return resolve_platform()
+
+
+_LAZY = LazyPlatform("SRT", _chain, globals())
 
 
 def _resolve() -> SRTPlatform:
-    r = _Resolution
-    if r.platform is not None:
-        return r.platform
-    with r.lock:
-        if r.error is not None:
-            raise r.error
-        if r.platform is None:
-            from sglang.srt.platforms.selection import resolve_platform
-
-            try:
-                plat, decision = resolve_platform()
-            except BaseException as exc:
-                r.error = exc
-                raise
-            r.decision = decision
-            r.platform = plat
-            globals()["current_platform"] = plat  # later reads skip __getattr__
-            logger.info("SRT %s", decision.format())
-    return r.platform
+    return _LAZY.get()
 
 
 def get_platform_decision() -> PlatformDecision:
     """The record of how ``current_platform`` was chosen (resolving it if needed)."""
-    _resolve()
-    assert _Resolution.decision is not None
-    return _Resolution.decision
+    return _LAZY.get_decision()
 
 
 def is_platform_resolved() -> bool:
-    return _Resolution.platform is not None
+    return _LAZY.resolved
 
 
 def __getattr__(name: str) -> Any:

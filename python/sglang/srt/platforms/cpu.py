@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import os
-import platform as _py_platform
 import resource
 import uuid
 from typing import Any
 
+from sglang.host import cpu_model_name, meminfo
 from sglang.srt.platforms._torch_common import TorchSRTPlatform
 from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
-
-
-def _meminfo(field: str) -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 class CpuSRTPlatform(TorchSRTPlatform):
@@ -37,14 +26,7 @@ class CpuSRTPlatform(TorchSRTPlatform):
         pass  # one host, nothing to select
 
     def get_device_name(self, device_id: int = 0) -> str:
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("model name"):
-                        return line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-        return _py_platform.processor() or _py_platform.machine() or "cpu"
+        return cpu_model_name()
 
     def get_device_uuid(self, device_id: int = 0) -> str:
         try:
@@ -57,11 +39,11 @@ class CpuSRTPlatform(TorchSRTPlatform):
         return None
 
     def get_device_total_memory(self, device_id: int = 0) -> int:
-        total = _meminfo("MemTotal")
+        total = meminfo("MemTotal")
         return total if total is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
     def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
-        free = _meminfo("MemAvailable")
+        free = meminfo("MemAvailable")
         if free is None:
             free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
         return free, self.get_device_total_memory(device_id)

@@ -14,7 +14,6 @@ is re-raised on every later access. :func:`initialize_current_platform` runs
 from __future__ import annotations
 
 import logging
-import threading
 from typing import TYPE_CHECKING, Any
 
 from sglang.multimodal_gen.runtime.platforms.errors import (
@@ -25,6 +24,7 @@ from sglang.multimodal_gen.runtime.platforms.errors import (
     DiffusionPlatformSelectionError,
 )
 from sglang.multimodal_gen.runtime.platforms.interface import CpuArchEnum, DeviceCapability, Platform, PlatformEnum
+from sglang.plugin_core.lazy_platform import LazyPlatform
 from sglang.plugin_core.once import ActivationFailedError, OncePerProcess
 
 if TYPE_CHECKING:
@@ -33,43 +33,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class _Resolution:
-    lock = threading.Lock()
-    platform: Platform | None = None
-    decision: PlatformDecision | None = None
-    error: BaseException | None = None
+def _chain() -> tuple[Platform, PlatformDecision]:
+    from sglang.multimodal_gen.runtime.platforms.selection import resolve_platform
+
+    return resolve_platform()
+
+
+_LAZY = LazyPlatform("diffusion", _chain, globals())
 
 
 def _resolve() -> Platform:
-    r = _Resolution
-    if r.platform is not None:
-        return r.platform
-    with r.lock:
-        if r.error is not None:
-            raise r.error
-        if r.platform is None:
-            from sglang.multimodal_gen.runtime.platforms.selection import resolve_platform
-
-            try:
-                plat, decision = resolve_platform()
-            except BaseException as exc:
-                r.error = exc
-                raise
-            r.decision, r.platform = decision, plat  # published together, after validation
-            globals()["current_platform"] = plat
-            logger.info("diffusion %s", decision.format())
-    return r.platform
+    return _LAZY.get()
 
 
 def get_platform_decision() -> PlatformDecision:
     """How ``current_platform`` was chosen (resolving it if needed)."""
-    _resolve()
-    assert _Resolution.decision is not None
-    return _Resolution.decision
+    return _LAZY.get_decision()
 
 
 def is_platform_resolved() -> bool:
-    return _Resolution.platform is not None
+    return _LAZY.resolved
 
 
 def _init_backend() -> Platform:

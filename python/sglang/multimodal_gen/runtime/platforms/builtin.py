@@ -25,14 +25,9 @@ class CpuPlatform(Platform):
         return torch.device("cpu")
 
     def get_device_name(self, device_id: int = 0) -> str:
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("model name"):
-                        return line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-        return "cpu"
+        from sglang.host import cpu_model_name
+
+        return cpu_model_name()
 
 
 class _TorchAccelerator(Platform):

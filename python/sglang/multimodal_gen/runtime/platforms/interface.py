@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import os
 import platform as _pyplatform
 import random
 from collections.abc import Iterator
@@ -132,11 +131,15 @@ class Platform:
 
     def get_device_total_memory(self, device_id: int = 0) -> int:
         """Bytes of memory on the device."""
-        return _host_total_memory()
+        from sglang.host import total_memory
+
+        return total_memory()
 
     def get_available_gpu_memory(self, device_id: int = 0, empty_cache: bool = True) -> float:
         """GiB of memory available on the device now."""
-        return _host_available_memory() / (1 << 30)
+        from sglang.host import available_memory
+
+        return available_memory() / (1 << 30)
 
     def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
         return None
@@ -224,21 +227,3 @@ class Platform:
         cls = type(self)
         return f"{cls.__module__}.{cls.__qualname__}(device_name={self.device_name!r}, device_type={self.device_type!r})"
 
-
-def _meminfo(key: str) -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _host_total_memory() -> int:
-    return _meminfo("MemTotal") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def _host_available_memory() -> int:
-    return _meminfo("MemAvailable") or _host_total_memory()

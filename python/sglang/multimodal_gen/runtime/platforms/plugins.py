@@ -53,12 +53,7 @@ _current_plugin_source = HookRegistry._source_var
 
 def plugin_hook(target: str, type: HookType | str = HookType.AROUND) -> Callable[[F], F]:
     """Decorator form of :meth:`HookRegistry.register`; returns the function or class unchanged."""
-
-    def deco(fn: F) -> F:
-        HookRegistry.register(target, fn, type)
-        return fn
-
-    return deco
+    return HookRegistry.hook(target, type)
 
 
 class _State:
