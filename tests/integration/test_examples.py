@@ -50,7 +50,7 @@ def test_example_platform_implements_its_device_operations(installed):
     print(get_platform_decision().dist, get_platform_decision().rule)
     """
     out = ok(run_python(code, [installed])).splitlines()
-    assert out == ["True My Device 0 (emulated) 8589934592 torch_native", "my-platform-plugin auto: exactly one platform plugin active"]
+    assert out == ["True My Device 0 (emulated) 8589934592 my_device_attn", "my-platform-plugin auto: exactly one platform plugin active"]
 
 
 def test_general_quickstart_registers_its_hook_with_provenance(installed):
@@ -97,3 +97,19 @@ def test_example_platform_generates_images_with_its_kernel_and_hooks(installed, 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "8 My Device 0 (emulated) True True"
     assert "my_device: rank 0 initialized" in proc.stderr
+
+
+def test_engine_serves_on_the_example_platform_after_its_init_backend(installed):
+    # the attention backend the platform names is registered by its init_backend(),
+    # which the worker runs once before it builds the model
+    code = """
+    import sglang
+    if __name__ == "__main__":
+        with sglang.Engine(max_total_tokens=2048, log_level="warning") as e:
+            out = e.generate("The capital of France is", {"max_new_tokens": 4, "temperature": 0})
+            print(repr(out["text"]))
+    """
+    proc = run_python(code, [installed], clean_env(SGLANG_QUIET_LOAD="1"), timeout=300)
+    lines = ok(proc).strip().splitlines()
+    assert "Paris" in lines[-1]
+    assert "Scheduler initialized! gpu_id=0" in lines  # the general example plugin's hook ran in the worker

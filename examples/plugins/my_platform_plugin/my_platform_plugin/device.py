@@ -29,6 +29,12 @@ class MyDeviceMixin(DeviceMixin):
     def get_device_total_memory(self, device_id: int = 0) -> int:
         return 8 * 2**30  # the emulated card advertises 8 GiB
 
+    def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
+        from sglang.host import available_memory
+
+        total = self.get_device_total_memory(device_id)
+        return min(available_memory(), total), total
+
     def get_current_memory_usage(self, device: Any = None) -> float:
         return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 

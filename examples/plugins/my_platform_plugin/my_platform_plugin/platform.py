@@ -7,8 +7,15 @@ from sglang.srt.platforms.interface import SRTPlatform
 
 
 class MySRTPlatform(SRTPlatform, MyDeviceMixin):
+    def init_backend(self) -> None:
+        # Runs once in each worker before the model is built: register the
+        # device's attention kernel under its own name.
+        from sglang.srt.layers.attention.registry import register_attention_backend
+
+        register_attention_backend("my_device_attn", "sglang.srt.layers.attention.torch_native_backend:TorchNativeAttnBackend")
+
     def get_default_attention_backend(self) -> str:
-        return "torch_native"
+        return "my_device_attn"
 
     def support_cuda_graph(self) -> bool:
         return False

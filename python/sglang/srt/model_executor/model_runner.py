@@ -50,14 +50,16 @@ class ModelRunner:
         from sglang.srt.layers.attention import create_attention_backend
         from sglang.srt.model_loader import read_weights
         from sglang.srt.models.registry import get_model_class
-        from sglang.srt.platforms import current_platform
+        from sglang.srt.platforms import current_platform, init_platform_backend
         from sglang.srt.runtime_context import get_device, get_exec, get_flags
 
+        init_platform_backend()  # once per worker process, before anything is built on the device
         self.server_args = server_args
         self.platform = current_platform
         self.tp_rank, self.tp_size = tp_rank, tp_size
         self.device = current_platform.get_device(gpu_id)
         current_platform.set_device(self.device)
+        self.pin_memory = current_platform.is_pin_memory_available(self.device) and self.device.type != "cpu"
         init_distributed_environment(current_platform.get_torch_distributed_backend_str(), tp_size, tp_rank, dist_init)
         initialize_model_parallel(tp_size)
         self.dtype = resolve_dtype(server_args.dtype, get_device().device)
@@ -106,6 +108,7 @@ class ModelRunner:
         page = mem.page_size
         per_token = cfg.kv_bytes_per_token(self.kv_cache_dtype.itemsize) // self.tp_size
         free, _ = self.platform.get_available_memory(self.device.index or 0)
+        total = self.platform.get_device_total_memory(self.device.index or 0)
         budget_tokens = int(free * mem.mem_fraction_static) // per_token
         ceiling = int(free * 0.9) // per_token
         if mem.max_total_tokens:
@@ -115,21 +118,29 @@ class ModelRunner:
         tokens -= tokens % page
         self.max_total_tokens = tokens
         logger.info(
-            "KV cache: %d tokens (%d pages of %d), %.1f MiB, %s; available memory %.1f GiB",
-            tokens, tokens // page, page, tokens * per_token / 2**20, self.kv_cache_dtype, free / 2**30,
+            "KV cache: %d tokens (%d pages of %d), %.1f MiB, %s; available memory %.1f of %.1f GiB",
+            tokens, tokens // page, page, tokens * per_token / 2**20, self.kv_cache_dtype, free / 2**30, total / 2**30,
         )
         self.kv_pool = self.platform.get_mha_kv_pool_cls()(
             tokens, page, self.kv_cache_dtype, cfg.num_key_value_heads // self.tp_size, cfg.head_dim, cfg.num_hidden_layers, str(self.device)
         )
         self.allocator = self.platform.get_paged_allocator_cls()(tokens, page)
+        self.memory_usage_after_init = self.platform.get_current_memory_usage(self.device)
+        logger.info("peak memory after model and KV cache: %.1f MiB", self.memory_usage_after_init / 2**20)
         if get_schedule().max_running_requests is None:
             declare_load_time_override("model runner (KV capacity)", {"max_running_requests": max(1, min(256, tokens // 64))})
 
     # -- the hot path ----------------------------------------------------------
+    def _h2d(self, t: torch.Tensor) -> torch.Tensor:
+        """One host tensor to the device, through pinned memory where the platform offers it."""
+        if self.pin_memory:
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t.to(self.device)
+
     def build_forward_batch(self, b: ModelWorkerBatch) -> ForwardBatch:
         """Host lists -> device tensors (the only host-to-device copy of a step)."""
         ps = self.kv_pool.page_size
-        dev = self.device
+        h2d = self._h2d
         ar = torch.arange(ps)
         flat = [t for toks in b.new_tokens for t in toks]
         lens = [len(t) for t in b.new_tokens]
@@ -142,15 +153,15 @@ class ModelRunner:
             kv_lens = torch.tensor(b.prefix_lens) + 1
             positions = kv_lens - 1
             out_loc = slots[torch.arange(len(b.pages)), positions]
-            return ForwardBatch(b.mode, input_ids.to(dev), positions.to(dev), out_loc.to(dev), b.prefix_lens, lens, logits_idx.to(dev),
-                                kv_index=slots.to(dev), kv_lens=kv_lens.to(dev))
+            return ForwardBatch(b.mode, h2d(input_ids), h2d(positions), h2d(out_loc), b.prefix_lens, lens, h2d(logits_idx),
+                                kv_index=h2d(slots), kv_lens=h2d(kv_lens))
         kv_slots, pos, out = [], [], []
         for prefix, n, pg in zip(b.prefix_lens, lens, b.pages):
             s = (torch.tensor(pg, dtype=torch.long)[:, None] * ps + ar).reshape(-1)[: prefix + n]
-            kv_slots.append(s.to(dev))
+            kv_slots.append(h2d(s))
             out.append(s[prefix:])
             pos.append(torch.arange(prefix, prefix + n))
-        return ForwardBatch(b.mode, input_ids.to(dev), torch.cat(pos).to(dev), torch.cat(out).to(dev), b.prefix_lens, lens, logits_idx.to(dev),
+        return ForwardBatch(b.mode, h2d(input_ids), h2d(torch.cat(pos)), h2d(torch.cat(out)), b.prefix_lens, lens, h2d(logits_idx),
                             kv_slots=kv_slots)
 
     def _run_model(self, fb: ForwardBatch) -> torch.Tensor:

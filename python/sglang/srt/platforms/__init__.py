@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.lazy_platform import LazyPlatform
+from sglang.plugin_core.once import OncePerProcess
 from sglang.srt.platforms.device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
 from sglang.srt.platforms.errors import (
     PlatformActivationError,
@@ -47,6 +48,24 @@ def is_platform_resolved() -> bool:
     return _LAZY.resolved
 
 
+def _init_backend() -> SRTPlatform:
+    plat = _resolve()
+    plat.init_backend()
+    return plat
+
+
+_BACKEND_ONCE = OncePerProcess("SRT init_backend()", _init_backend)
+
+
+def init_platform_backend() -> SRTPlatform:
+    """Run ``current_platform.init_backend()`` at most once per process; failures are terminal.
+
+    Every worker calls this before its model is built.
+    """
+    plat = _BACKEND_ONCE()
+    return plat if plat is not None else _resolve()
+
+
 def __getattr__(name: str) -> Any:
     if name == "current_platform":
         return _resolve()
@@ -66,4 +85,5 @@ __all__ = [
     "SRTPlatform",
     "current_platform",
     "get_platform_decision",
+    "init_platform_backend",
 ]
