@@ -90,14 +90,20 @@ def build_app(client: SchedulerClient, server_args: Any, info: dict[str, Any]) -
     return app
 
 
-def launch_http_server(server_args: Any, conn: Any) -> None:
-    """Entry of the HTTP child: wait for the scheduler, then serve until told to stop."""
+def launch_http_server(server_args: Any, conn: Any, launcher_manifest: dict[str, Any] | None = None) -> None:
+    """Entry of the HTTP child: wait for the scheduler, then serve until told to stop.
+
+    The schedulers' handshake arrives here; their manifests are compared with
+    the launcher's.
+    """
     import uvicorn
 
-    from sglang.multimodal_gen.runtime.managers.launcher import wait_ready
+    from sglang.multimodal_gen.runtime.managers.launcher import check_scheduler_manifests, wait_ready
     from sglang.srt.utils.graceful_server import graceful_server_class
 
     info = wait_ready(None, conn)
+    if launcher_manifest is not None:
+        check_scheduler_manifests(info, launcher_manifest)
     client = SchedulerClient(conn)
     server = graceful_server_class()(
         uvicorn.Config(build_app(client, server_args, info), host=server_args.host, port=server_args.port, log_level="warning", timeout_graceful_shutdown=3)

@@ -93,9 +93,12 @@ class Engine:
             self.procs.append(p)
             pipes.append(reader)
         if server_args.node_rank == 0:
-            p = ctx.Process(target=run_detokenizer_process, args=(server_args, port_args), name="sglang-detokenizer", daemon=True)
+            reader, writer = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=run_detokenizer_process, args=(server_args, port_args, writer), name="sglang-detokenizer", daemon=True)
             p.start()
+            writer.close()
             self.procs.append(p)
+            pipes.append(reader)
         self.info = self._wait_ready(pipes)
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks
@@ -104,6 +107,10 @@ class Engine:
         threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
 
     def _wait_ready(self, pipes: list[Any]) -> dict[str, Any]:
+        from sglang.plugin_core.manifest import check_manifest
+        from sglang.srt.plugins import plugin_manifest
+
+        mine = plugin_manifest()
         info: dict[str, Any] = {}
         pending = list(pipes)
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -116,7 +123,11 @@ class Engine:
                     continue
                 pending.remove(conn)
                 if msg["status"] != "ready":
-                    raise EngineDeadError(f"scheduler TP{msg['rank']} failed to start:\n{msg['error']}")
+                    who = "detokenizer" if msg["rank"] == "detokenizer" else f"scheduler TP{msg['rank']}"
+                    raise EngineDeadError(f"{who} failed to start:\n{msg['error']}")
+                check_manifest(msg["process"], mine, msg["manifest"], "SRT")
+                if msg["rank"] == "detokenizer":
+                    continue
                 if msg["rank"] == 0 or not info:
                     info = msg
             dead = self._dead_child()

@@ -83,11 +83,22 @@ class DetokenizerManager:
             self.send_sock.send_pyobj(self.handle(msg) if isinstance(msg, BatchTokenIDOut) else msg)
 
 
-def run_detokenizer_process(server_args: Any, port_args: Any) -> None:
-    from sglang.srt.plugins import load_plugins
+def run_detokenizer_process(server_args: Any, port_args: Any, pipe: Any = None) -> None:
+    import os
+    import traceback
+
+    from sglang.srt.plugins import load_plugins, plugin_manifest
     from sglang.srt.utils.process import configure_child_logging, die_with_parent
 
     die_with_parent()
     configure_child_logging(server_args.log_level, "detokenizer")
-    load_plugins()  # hooks apply here too; the detokenizer still never publishes
-    DetokenizerManager(server_args, port_args).event_loop()
+    try:
+        load_plugins()  # hooks apply here too; the detokenizer still never publishes
+        manager = DetokenizerManager(server_args, port_args)
+    except BaseException:
+        if pipe is not None:
+            pipe.send({"status": "error", "rank": "detokenizer", "error": traceback.format_exc()})
+        raise
+    if pipe is not None:
+        pipe.send({"status": "ready", "rank": "detokenizer", "process": f"detokenizer (pid {os.getpid()})", "manifest": plugin_manifest()})
+    manager.event_loop()

@@ -281,7 +281,7 @@ def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank
     import torch
 
     from sglang.srt.managers.scheduler_io import SchedulerIO
-    from sglang.srt.plugins import load_plugins
+    from sglang.srt.plugins import load_plugins, plugin_manifest
     from sglang.srt.runtime_context import publish
     from sglang.srt.utils.process import configure_child_logging, die_with_parent
 
@@ -304,5 +304,7 @@ def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank
         "max_running_requests": get_schedule().max_running_requests,
         "attention_backend": scheduler.tp_worker.model_runner.attention_backend,
         "dtype": str(scheduler.tp_worker.model_runner.dtype).replace("torch.", ""),
+        "process": f"scheduler TP{tp_rank} (pid {os.getpid()})",
+        "manifest": plugin_manifest(),
     })
     scheduler.event_loop()

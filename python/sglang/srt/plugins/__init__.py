@@ -112,6 +112,13 @@ def plugin_records() -> list[PluginRecord]:
     return list(_LoaderState.records)
 
 
+def plugin_manifest() -> dict[str, Any]:
+    """This process's SRT plugins and applied hook chains (reported at every handshake)."""
+    from sglang.plugin_core.manifest import build_manifest
+
+    return build_manifest(plugin_records(), HookRegistry)
+
+
 def format_plugin_report() -> str:
     return format_records(f"SRT general plugins ({PLUGIN_GROUP})", plugin_records())
 
@@ -122,5 +129,6 @@ __all__ = [
     "format_plugin_report",
     "load_plugins",
     "load_plugins_by_group",
+    "plugin_manifest",
     "plugin_records",
 ]

@@ -29,12 +29,21 @@ class DiffGenerator:
     """A running diffusion scheduler and a client to it. Use as a context manager or call ``shutdown()``."""
 
     def __init__(self, server_args: Any) -> None:
-        from sglang.multimodal_gen.runtime.managers.launcher import spawn_schedulers, stop_processes, wait_ready
+        from sglang.multimodal_gen.runtime.managers.launcher import (
+            check_scheduler_manifests,
+            launcher_manifest,
+            spawn_schedulers,
+            stop_processes,
+            wait_ready,
+        )
+        from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks
 
+        apply_plugin_hooks()  # the launcher's own hooks (once per process), the manifest the children must match
         self.server_args = server_args
         self._procs, conn = spawn_schedulers(server_args)
         try:
             self.info = wait_ready(self._procs, conn)
+            check_scheduler_manifests(self.info, launcher_manifest())
         except BaseException:
             stop_processes(self._procs, grace=0.0)
             raise

@@ -82,9 +82,28 @@ def wait_ready(procs: list[Any] | None, conn: Any, timeout: float = 300.0) -> di
     raise SchedulerStartError(f"the diffusion scheduler {proc.name} (pid {proc.pid}) exited with code {proc.exitcode} before it was ready; see its log above")
 
 
+def check_scheduler_manifests(info: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Compare the manifest every scheduler rank reported at the handshake with ``expected``."""
+    from sglang.plugin_core.manifest import check_manifest
+
+    for process, manifest in info.get("manifests", []):
+        check_manifest(process, expected, manifest, "diffusion")
+
+
+def launcher_manifest() -> dict[str, Any]:
+    from sglang.multimodal_gen.runtime.platforms.plugins import plugin_manifest
+
+    return plugin_manifest()
+
+
 def spawn_http(server_args: Any, conn: Any) -> Any:
+    import json
+
     ctx = get_spawn_context()
-    spec = SchedulerProcessSpec(ServerArgsPayload.pack(server_args), entry=HTTP_ENTRY, log_level=server_args.log_level, role="http")
+    spec = SchedulerProcessSpec(
+        ServerArgsPayload.pack(server_args), entry=HTTP_ENTRY, log_level=server_args.log_level, role="http",
+        launcher_manifest=json.dumps(launcher_manifest()),
+    )
     proc = ctx.Process(target=http_process_main, args=(spec, conn), name="sglang-diffusion-http", daemon=False)
     proc.start()
     return proc

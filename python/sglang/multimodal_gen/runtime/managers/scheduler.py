@@ -37,14 +37,21 @@ class Scheduler:
         from sglang.multimodal_gen.runtime.platforms import current_platform, get_platform_decision
         from sglang.multimodal_gen.runtime.platforms.plugins import plugin_manifest
 
+        mine = (f"diffusion scheduler rank {self.rank} (pid {os.getpid()})", plugin_manifest())
+        manifests = [mine]
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            manifests = [None] * self.world_size  # type: ignore[list-item]
+            dist.all_gather_object(manifests, mine)
         return {
             "pid": os.getpid(),
             "num_gpus": self.world_size,
+            "manifests": manifests,
             "platform": repr(current_platform),
             "decision": get_platform_decision().as_dict(),
             "worker": self.worker.info,
             "config": self.worker.pipeline.config.to_dict(),
-            "manifest": plugin_manifest(),
         }
 
     def handle(self, rid: Any, params: Any) -> tuple[str, Any, Any]:
@@ -79,8 +86,9 @@ class Scheduler:
             import torch.distributed as dist
 
             dist.barrier()  # every rank has its model before rank 0 reports ready
+        info = self.ready_info()  # every rank joins the manifest gather
         if self.rank == 0:
-            self.conn.send(("ready", self.ready_info()))
+            self.conn.send(("ready", info))
         while True:
             kind, rid, payload = self._next_message()
             if kind == "shutdown":

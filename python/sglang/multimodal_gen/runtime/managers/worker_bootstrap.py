@@ -21,6 +21,7 @@ which ``spawn`` re-runs in every child) warns naming them and the script.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import multiprocessing
 import os
@@ -67,6 +68,7 @@ class SchedulerProcessSpec:
     entry: str = SCHEDULER_ENTRY
     log_level: str = "info"
     role: str = "scheduler"
+    launcher_manifest: str = ""  # JSON; the HTTP child compares its own and the schedulers' with it
 
 
 def get_spawn_context() -> Any:
@@ -159,5 +161,11 @@ def http_process_main(spec: SchedulerProcessSpec, conn: Any) -> None:
 
     load_plugins()
     apply_plugin_hooks()
+    expected = json.loads(spec.launcher_manifest) if spec.launcher_manifest else None
+    if expected is not None:
+        from sglang.multimodal_gen.runtime.platforms.plugins import plugin_manifest
+        from sglang.plugin_core.manifest import check_manifest
+
+        check_manifest(f"diffusion http child (pid {os.getpid()})", expected, plugin_manifest(), "diffusion")
     server_args = spec.server_args.materialize()
-    _call_entry(spec.entry, server_args, conn)
+    _call_entry(spec.entry, server_args, conn, expected)

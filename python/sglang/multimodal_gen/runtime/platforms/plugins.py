@@ -113,11 +113,10 @@ def format_plugin_report() -> str:
 
 
 def plugin_manifest() -> dict[str, Any]:
-    """Plugins and applied hook chains of this process (for the worker handshake)."""
-    return {
-        "plugins": [r.as_dict() for r in _State.records],
-        "hooks": {t: [e.format() for e in HookRegistry.describe(t)] for t in sorted(HookRegistry.applied_targets())},
-    }
+    """Plugins and applied hook chains of this process (reported at every handshake)."""
+    from sglang.plugin_core.manifest import build_manifest
+
+    return build_manifest(_State.records, HookRegistry)
 
 
 __all__ = [
