@@ -177,7 +177,7 @@ class ModelRunner:
     def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
         """Logits ``[B, vocab]`` of each request's last new token."""
         fb = self.build_forward_batch(b)
-        with torch.inference_mode():
+        with self.platform.inference_mode():
             # replay through the platform's graph runner only where capture is enabled
             if fb.mode is ForwardMode.DECODE and get_flags().capture.enabled and self.graph_runner.can_run(fb.batch_size):
                 return self.graph_runner.run(fb)
