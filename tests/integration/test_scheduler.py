@@ -149,9 +149,10 @@ def test_radix_cache_can_be_disabled(sched, singles):
 
 def test_hook_targets_do_the_work(sched):
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
 
     calls = []
-    with HookRegistry.isolated():
+    with restored_hooks():
         for name in ("get_next_batch_to_run", "run_batch", "process_batch_result"):
             HookRegistry.register(f"sglang.srt.managers.scheduler.Scheduler.{name}", lambda *a, name=name, **k: calls.append(name), HookType.BEFORE)
         HookRegistry.register("sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation", lambda result, *a, **k: calls.append("forward") or None, HookType.AFTER)
