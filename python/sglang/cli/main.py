@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang", description="SGLang runtime command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API); `sglang serve --help` lists the flags", add_help=False)
+    sub.add_parser("plugins", help="plugin developer kit: doctor, explain, check, new; `sglang plugins --help`", add_help=False)
     sub.add_parser("generate", help="draw images with a diffusion model; `sglang generate --help` lists the flags", add_help=False)
     p = sub.add_parser("platform", help="show the resolved SRT platform and the plugin report")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         from sglang.cli.serve import serve
 
         return serve(argv[1:])
+    if argv[:1] == ["plugins"]:
+        from sglang.cli.plugins import main as plugins_main
+
+        return plugins_main(argv[1:])
     if argv[:1] == ["generate"]:
         from sglang.cli.generate import generate
 

@@ -24,7 +24,8 @@ class LazyPlatform:
 
     def __init__(self, label: str, chain: Callable[[], tuple[Any, PlatformDecision]], namespace: dict[str, Any]) -> None:
         self._label, self._chain, self._ns = label, chain, namespace
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._resolving = False
         self.platform: Any = None
         self.decision: PlatformDecision | None = None
         self.error: BaseException | None = None
@@ -35,12 +36,21 @@ class LazyPlatform:
         with self._lock:
             if self.error is not None:
                 raise self.error
+            if self._resolving:  # same thread, from inside the chain: a lock would deadlock here
+                raise RuntimeError(
+                    f"the {self._label} current_platform was accessed while it is being selected (from a platform "
+                    "activation callback or a platform constructor); activation must stay import-safe: move that "
+                    "code to the platform's init_backend()"
+                )
             if self.platform is None:
+                self._resolving = True
                 try:
                     plat, decision = self._chain()
                 except BaseException as exc:
                     self.error = exc
                     raise
+                finally:
+                    self._resolving = False
                 self.decision, self.platform = decision, plat
                 self._ns["current_platform"] = plat
                 logger.info("%s %s", self._label, decision.format())

@@ -84,7 +84,7 @@ def run_callbacks(registry: type[HookRegistryBase], loaded: Loaded, selector_env
         try:
             fn()
         except Exception as exc:
-            registry.discard(src)
+            registry.discard(src, f"its plugin's callback raised {type(exc).__name__}: {exc}")
             fail(rec, "run its callback", exc, selector_env)
             continue
         finally:

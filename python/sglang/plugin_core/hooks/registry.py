@@ -122,13 +122,14 @@ class HookRegistryBase:
         return deco
 
     @classmethod
-    def discard(cls, source: PluginSource) -> int:
-        """Drop every hook ``source`` registered; re-compose targets it had patched."""
+    def discard(cls, source: PluginSource, reason: str = "discarded") -> int:
+        """Drop every hook ``source`` registered (remembering ``reason``); re-compose targets it had patched."""
         st = cls._state
         with st.lock:
             n = 0
             for key in list(st.hooks):
                 keep = [s for s in st.hooks[key] if s.source != source]
+                st.skipped.extend((s, reason) for s in st.hooks[key] if s.source == source)
                 n += len(st.hooks[key]) - len(keep)
                 if keep:
                     st.hooks[key] = keep
@@ -189,8 +190,10 @@ class HookRegistryBase:
                     f"aborts; fix or upgrade that package, or select another platform with {cls._selector_env}."
                 ) from failure.error
             failures.append(failure)
+            why = f"its plugin's hooks were discarded: target {failure.target!r} failed: {type(failure.error).__name__}: {failure.error}"
             for src in failure.sources:
                 for key in list(st.hooks):
+                    st.skipped.extend((s, why) for s in st.hooks[key] if s.source == src)
                     st.hooks[key] = [s for s in st.hooks[key] if s.source != src]
                     if not st.hooks[key]:
                         del st.hooks[key]
@@ -335,6 +338,7 @@ class HookRegistryBase:
             st.hooks.clear()
             st.hints.clear()
             st.rank.clear()
+            st.skipped.clear()
 
     @classmethod
     @contextlib.contextmanager
@@ -342,14 +346,14 @@ class HookRegistryBase:
         """A scope for tests: on exit every hooked target and registration is as before."""
         st = cls._state
         with st.lock:
-            saved = ({k: list(v) for k, v in st.hooks.items()}, dict(st.hints), dict(st.rank), st.eager)
+            saved = ({k: list(v) for k, v in st.hooks.items()}, dict(st.hints), dict(st.rank), st.eager, list(st.skipped))
         try:
             yield cls
         finally:
             with st.lock:
                 cls._restore_locked()
-                hooks, hints, rank, eager = saved
-                st.hooks, st.hints, st.rank = hooks, hints, rank
+                hooks, hints, rank, eager, skipped = saved
+                st.hooks, st.hints, st.rank, st.skipped = hooks, hints, rank, skipped
                 if eager:
                     cls._apply_locked(frozenset(), None)
 
@@ -370,6 +374,16 @@ class HookRegistryBase:
     @staticmethod
     def _entry(s: HookSpec, note: str = "") -> ChainEntry:
         return ChainEntry(s.type, s.qualname, s.source.name, s.source.dist, s.source.version, note)
+
+    @classmethod
+    def skipped(cls, target: str | None = None) -> list[tuple[HookSpec, str]]:
+        """Hooks that were registered but will not run, with the reason (of one target, or all)."""
+        with cls._state.lock:
+            found = list(cls._state.skipped)
+        if target is None:
+            return found
+        key = parse_target(target, "describe").key
+        return [(s, why) for s, why in found if s.target == key]
 
     @classmethod
     def applied_targets(cls) -> list[str]:

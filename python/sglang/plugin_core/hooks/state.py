@@ -46,6 +46,7 @@ class _State:
         self.seq = itertools.count()
         self.patches: dict[str, _Patch] = {}
         self.eager = False  # after the first apply, registrations apply at once
+        self.skipped: list[tuple[HookSpec, str]] = []  # discarded hooks and why (for `sglang plugins explain`)
 
 
 def _positional_capacity(fn: Any) -> int | None:
