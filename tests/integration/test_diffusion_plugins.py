@@ -230,3 +230,10 @@ def test_oot_dispatch_order_registered_then_forward_key_then_forward_oot(tmp_pat
     print(A()(0), B()(0), C()(0), D()(0))
     """
     assert ok(run_python(code, [tmp_path])).strip() == "native cuda oot registered"
+
+
+def test_strict_mode_makes_an_optional_plugin_failure_abort(tmp_path):
+    hook_plugin(target(tmp_path), "bad", "def register():\n    raise RuntimeError('optional but broken')\n")
+    err = failed(run_python(RUN, [tmp_path], clean_env(SGLANG_PLUGINS_STRICT="1")))
+    assert "failed to run its callback: RuntimeError: optional but broken" in err
+    assert "Start-up aborts because SGLANG_PLUGINS_STRICT=1 is set" in err

@@ -205,3 +205,10 @@ def test_platform_contract_is_checked_when_the_class_is_defined():
     out = ok(run_python(code))
     assert "P.get_attn_backend is not part of the sglang.multimodal_gen.runtime.platforms.Platform interface: rename it to '_get_attn_backend'" in out
     assert "Q.get_device overrides" in out and "does not accept the interface's parameter 'local_rank'" in out
+
+
+def test_activation_that_reads_current_platform_fails_loudly_instead_of_deadlocking(tmp_path):
+    dvendor(tmp_path, "a", body="from sglang.multimodal_gen.runtime.platforms import current_platform; current_platform")
+    err = failed(run_python(PRINT, [tmp_path], env(), timeout=60))
+    assert "the diffusion current_platform was accessed while it is being selected" in err
+    assert "move that code to the platform's init_backend()" in err
