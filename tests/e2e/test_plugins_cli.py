@@ -322,3 +322,50 @@ def test_plugin_dists_command_helper_runs_the_cli(plugin_dist: PluginDists):
     plugin_dist.add("helper-demo", {"sglang.srt.plugins": {"helper_demo": "helper_demo:register"}}, files={"helper_demo.py": "def register():\n    pass\n"})
     proc = plugin_dist.command(["sglang", "plugins", "check", "helper-demo"])
     assert proc.returncode == 0 and "PASS  sglang.srt.plugins:helper_demo: callback runs and registers its hooks: 0 hook(s)" in proc.stdout
+
+
+GARBAGE = """
+def activate():
+    return 42
+
+def activate_missing():
+    return "garbage_plat.nowhere.Missing"
+
+def activate_bad_contract():
+    return "garbage_plat.bad.Bad"
+"""
+
+BAD_CONTRACT = """
+from sglang.multimodal_gen.runtime.platforms import Platform, PlatformEnum
+
+class Bad(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "g"
+    device_type = "g"
+
+    def get_device(self):  # drops the interface's local_rank
+        return None
+"""
+
+
+def test_check_reports_garbage_names_that_do_not_import_and_contract_breaks(tmp_path):
+    make_dist(tmp_path, "garbage-plat", entry_points={
+        "sglang.srt.platforms": {"g_srt": "garbage_plat:activate", "g_missing": "garbage_plat:activate_missing"},
+        "sglang.multimodal_gen.platforms": {"g_diff": "garbage_plat:activate_bad_contract"},
+    }, files={"garbage_plat/__init__.py": GARBAGE, "garbage_plat/bad.py": BAD_CONTRACT})
+    r = check("garbage-plat", tmp_path)
+    assert r["sglang.srt.platforms:g_srt: activation callback returns a class"] == ("FAIL", "returned 42; return 'pkg.module.Class' or None")
+    status, detail = r["sglang.srt.platforms:g_missing: garbage_plat.nowhere.Missing imports"]
+    assert status == "FAIL" and "No module named 'garbage_plat.nowhere'" in detail
+    status, detail = r["sglang.multimodal_gen.platforms:g_diff: garbage_plat.bad.Bad imports"]
+    assert status == "FAIL" and "Bad.get_device overrides" in detail and "does not accept the interface's parameter 'local_rank'" in detail
+
+
+def test_doctor_reports_a_failed_diffusion_selection(tmp_path):
+    make_dist(tmp_path, "dup-a", entry_points={"sglang.multimodal_gen.platforms": {"same": "dup_a:activate"}}, files={"dup_a.py": "def activate():\n    return None\n"})
+    make_dist(tmp_path / "b", "dup-b", entry_points={"sglang.multimodal_gen.platforms": {"same": "dup_b:activate"}}, files={"dup_b.py": "def activate():\n    return None\n"})
+    proc = sglang(["plugins", "doctor", "--json"], tmp_path, tmp_path / "b")
+    rep = as_json(proc)
+    assert proc.returncode == 1 and rep["ok"] is False
+    assert rep["diffusion_platform"]["error"].startswith("DiffusionPlatformSelectionError: duplicate diffusion platform entry-point names")
+    assert [(p["name"], p["dist"], p["status"]) for p in rep["diffusion_platform"]["probe"]] == [("same", "dup-a", "inactive"), ("same", "dup-b", "inactive")]
