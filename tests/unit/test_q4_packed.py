@@ -45,3 +45,19 @@ def test_linear_layers_use_the_packed_copy_only_for_small_batches():
     row.load(dense)
     row.load_q4(q4_blocks(raw, "Q4_1", 128), max_batch=2)
     torch.testing.assert_close(row(small).float(), small.float() @ dense.t(), atol=0.15, rtol=0.02)
+
+
+def test_int8_lm_head_is_close_and_used_only_for_small_bfloat16_batches():
+    from sglang.srt.layers.parallel import ParallelLMHead, VocabParallelEmbedding
+
+    torch.manual_seed(0)
+    emb = VocabParallelEmbedding(1000, 64, 1, 0, torch.bfloat16)
+    emb.weight.data.copy_(torch.randn(1000, 64).to(torch.bfloat16))
+    head = ParallelLMHead(emb, True, 64, torch.bfloat16)
+    h = torch.randn(12, 64).to(torch.bfloat16)
+    dense = head(h).float()
+    head.load_int8(max_batch=8)
+    small = head(h[:8]).float()
+    err = (small - dense[:8]).abs().max() / dense[:8].abs().max()
+    assert 0 < err < 0.01  # quantized, and close
+    assert torch.equal(head(h).float(), dense)  # 12 rows > max_batch: the dense weight

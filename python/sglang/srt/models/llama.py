@@ -106,6 +106,8 @@ class LlamaForCausalLM(nn.Module):
                 if nm in packed:
                     lin.load_q4(packed.pop(nm), max_batch)
                     n += 1
+        if self.norm.weight.dtype == torch.bfloat16:
+            self.lm_head.load_int8(max_batch)
         return n
 
     def load_weights(self, tensors: dict[str, torch.Tensor], source: str) -> None:
