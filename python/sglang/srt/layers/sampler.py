@@ -40,19 +40,23 @@ def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
 
 
 def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[int], list[Any]]:
-    """``logits`` [B, V] float32 -> (token per request, logprob info per request or None)."""
-    logits = logits.float()
+    """``logits`` [B, V] -> (token per request, logprob info per request or None).
+
+    Greedy rows take the argmax of the logits as they come (a bfloat16 to
+    float32 cast is exact, so the choice is the same); only penalties,
+    sampling and logprobs work on a float32 copy.
+    """
     if any(s.needs_penalty for s in samplers):
-        logits = logits.clone()
+        logits = logits.float().clone()
         for i, s in enumerate(samplers):
             if s.needs_penalty:
                 _penalize(logits[i], s)
-    out = logits.argmax(-1).tolist()
+    out = logits.max(-1).indices.tolist()  # max(dim) is several times faster than argmax on bfloat16; both pick the first maximum
     for i, s in enumerate(samplers):
         p = s.params
         if p.greedy:
             continue
-        row = logits[i] / p.temperature
+        row = logits[i].float() / p.temperature
         if p.top_k > 0:
             kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
             row = row.masked_fill(row < kth, float("-inf"))
@@ -66,7 +70,7 @@ def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[i
         out[i] = int(torch.multinomial(probs, 1, generator=s.generator))
     infos: list[Any] = [None] * len(samplers)
     if any(s.params.logprobs for s in samplers):
-        logp = torch.log_softmax(logits, -1)
+        logp = torch.log_softmax(logits.float(), -1)
         for i, s in enumerate(samplers):
             if s.params.logprobs:
                 top = []
