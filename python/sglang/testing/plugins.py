@@ -27,8 +27,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 
 def make_dist(
@@ -98,10 +97,17 @@ class PluginDists:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
 
 
-@pytest.fixture
-def plugin_dist(tmp_path: Path) -> PluginDists:
+def _plugin_dist(tmp_path: Path) -> PluginDists:
     """Install temporary plugin distributions for subprocesses (see :class:`PluginDists`)."""
     return PluginDists(tmp_path / "site")
+
+
+try:  # the helpers above work without pytest; the fixture needs it
+    import pytest
+except ImportError:  # pragma: no cover - pytest is a test extra
+    plugin_dist: Any = None
+else:
+    plugin_dist = pytest.fixture(name="plugin_dist")(_plugin_dist)
 
 
 @contextlib.contextmanager
