@@ -13,7 +13,6 @@ import ast
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -117,11 +116,7 @@ def render_document() -> str:
     return f"{head}\n{srt}\n{diff}"
 
 
-def active_members(items: list[ContractItem]) -> list[str]:
-    return [it.name for it in items if it.status == "Active"]
-
-
-def main(argv: Any = None) -> None:
+def main() -> None:
     print(render_document(), end="")
 
 

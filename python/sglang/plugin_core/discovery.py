@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -74,6 +75,11 @@ def list_entry_points(group: str) -> list[EntryPointInfo]:
     if len(set(keys)) != len(keys):
         found.sort(key=lambda i: (i.name, i.value, i.dist or ""))
     return found
+
+
+def normalize_dist_name(name: str) -> str:
+    """PEP 503 normalisation: ``My_Plugin`` and ``my-plugin`` are one distribution."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def allowed_plugins() -> frozenset[str] | None:

@@ -18,25 +18,23 @@ def _dist_entry_points(dist: str) -> list[Any]:
 
 
 def check_names(dist: str, eps: list[Any]) -> list[R]:
-    from importlib.metadata import entry_points
-
     from sglang.multimodal_gen.runtime.platforms.builtin import BUILTINS
+    from sglang.plugin_core.discovery import list_entry_points, normalize_dist_name
 
+    me = normalize_dist_name(dist)
     out: list[R] = []
     for group in GROUPS:
         mine = [ep.name for ep in eps if ep.group == group]
         if not mine:
             continue
-        dup = sorted(n for n, c in Counter(mine).items() if c > 1)
-        others = {}
-        for ep in entry_points(group=group):
-            owner = getattr(getattr(ep, "dist", None), "metadata", {}).get("Name") if getattr(ep, "dist", None) else None
-            if ep.name in mine and owner and owner.lower().replace("_", "-") != dist.lower().replace("_", "-"):
-                others[ep.name] = owner
-        clash = sorted(n for n in mine if group == "sglang.multimodal_gen.platforms" and n.lower() in BUILTINS)
-        problems = [f"{n!r} twice in this distribution" for n in dup]
-        problems += [f"{n!r} is also provided by {d}" for n, d in sorted(others.items())]
-        problems += [f"{n!r} is the name of a built-in diffusion platform" for n in clash]
+        problems = [f"{n!r} twice in this distribution" for n, c in sorted(Counter(mine).items()) if c > 1]
+        problems += [
+            f"{i.name!r} is also provided by {i.dist}"
+            for i in list_entry_points(group)
+            if i.name in mine and i.dist and normalize_dist_name(i.dist) != me
+        ]
+        if group == "sglang.multimodal_gen.platforms":
+            problems += [f"{n!r} is the name of a built-in diffusion platform" for n in sorted(mine) if n.lower() in BUILTINS]
         out.append(result(f"{group}: entry-point names are unique", "FAIL" if problems else "PASS", "; ".join(problems) or ", ".join(mine)))
     return out
 

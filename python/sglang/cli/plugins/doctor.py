@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from sglang.cli.plugins.checks import GROUPS
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+from sglang.plugin_core.discovery import normalize_dist_name
 
 
 def _sglang_entry_points(info: Path) -> list[str]:
@@ -59,7 +55,7 @@ def shadowed_distributions() -> list[dict[str, Any]]:
             except OSError:
                 continue
             if name:
-                seen.setdefault(_norm(name), []).append({"name": name, "version": version or "?", "path": str(info), "entry_points": _sglang_entry_points(info)})
+                seen.setdefault(normalize_dist_name(name), []).append({"name": name, "version": version or "?", "path": str(info), "entry_points": _sglang_entry_points(info)})
     out = []
     for key, copies in sorted(seen.items()):
         if len(copies) < 2 or all((c["version"], c["entry_points"]) == (copies[0]["version"], copies[0]["entry_points"]) for c in copies):
@@ -96,15 +92,21 @@ def _platform(runtime: str) -> dict[str, Any]:
 
 
 def _probe(group: str) -> list[dict[str, Any]]:
+    """Each platform callback on its own, through the runtime's activation step (its checks, its errors)."""
     from sglang.plugin_core.discovery import list_entry_points
 
+    if group == "sglang.srt.platforms":
+        from sglang.srt.platforms.selection import activate
+    else:
+        from sglang.multimodal_gen.runtime.platforms.selection import activate
     out = []
     for info in list_entry_points(group):
         try:
-            q = info.load()()
-            status, reason = ("active", str(q)) if q else ("inactive", "activate() returned None")
+            q = activate(info)
+            status, reason = ("active", q) if q else ("inactive", "activate() returned None")
         except Exception as exc:
-            status, reason = "failed", f"{type(exc).__name__}: {exc}"
+            cause = exc.__cause__ or exc  # the plugin's own error, not the wrapper
+            status, reason = "failed", f"{type(cause).__name__}: {cause}"
         out.append({"name": info.name, "dist": info.dist, "version": info.version, "status": status, "reason": reason})
     return out
 

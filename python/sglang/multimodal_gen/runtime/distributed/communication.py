@@ -51,10 +51,6 @@ def sp_world_size() -> int:
     return _Group.world_size
 
 
-def sp_rank() -> int:
-    return _Group.rank
-
-
 def all_to_all_4D(x: torch.Tensor, scatter_dim: int, gather_dim: int) -> torch.Tensor:
     """Scatter ``x`` along ``scatter_dim`` across the group and gather along ``gather_dim``."""
     comm = _Group.communicator

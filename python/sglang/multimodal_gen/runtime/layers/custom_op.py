@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import nn
 
 
@@ -88,15 +87,6 @@ class CustomOp(nn.Module):
         with cls._lock:
             CustomOp._oot_forwards[(op_cls, platform_key)] = fn
 
-    @classmethod
-    def registered_oot_forwards(cls) -> dict[tuple[type, str], Callable[..., Any]]:
-        return dict(CustomOp._oot_forwards)
-
     def extra_repr(self) -> str:
         return f"dispatch={self.dispatch_source}"
 
-
-def as_tensor_op(x: Any) -> torch.Tensor:
-    """Internal: assert a tensor argument (ops take tensors only)."""
-    assert isinstance(x, torch.Tensor), type(x)
-    return x

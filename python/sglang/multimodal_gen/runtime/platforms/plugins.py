@@ -48,9 +48,6 @@ class HookRegistry(HookRegistryBase, runtime="diffusion", selector_env=SELECTOR_
     """The diffusion process-local hook registry (separate state from SRT's)."""
 
 
-_current_plugin_source = HookRegistry._source_var
-
-
 def plugin_hook(target: str, type: HookType | str = HookType.AROUND) -> Callable[[F], F]:
     """Decorator form of :meth:`HookRegistry.register`; returns the function or class unchanged."""
     return HookRegistry.hook(target, type)

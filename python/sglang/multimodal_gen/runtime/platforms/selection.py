@@ -17,10 +17,10 @@ callback that raises aborts: never a silent fallback to a built-in.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from sglang.multimodal_gen import envs
 from sglang.multimodal_gen.runtime.platforms.builtin import BUILTINS, OVERRIDE_ALIASES
 from sglang.multimodal_gen.runtime.platforms.errors import (
     DiffusionPlatformActivationError,
@@ -34,10 +34,10 @@ if TYPE_CHECKING:  # importlib.metadata is read only when entry points are (neve
     from sglang.plugin_core.discovery import EntryPointInfo
 
 GROUP = "sglang.multimodal_gen.platforms"
-OVERRIDE_ENV = "SGLANG_DIFFUSION_PLATFORM_OVERRIDE"
+OVERRIDE_ENV = envs.SGLANG_DIFFUSION_PLATFORM_OVERRIDE
 
 
-def _activate(info: EntryPointInfo) -> str | None:
+def activate(info: EntryPointInfo) -> str | None:
     try:
         fn = info.load()
     except Exception as exc:
@@ -122,7 +122,7 @@ def _explicit(raw: str) -> tuple[Platform, PlatformDecision]:
         dists = ", ".join(str(m.dist) for m in matches)
         raise DiffusionPlatformSelectionError(f"{OVERRIDE_ENV}={name!r} is provided by several distributions ({dists}); uninstall all but one")
     info = matches[0]
-    qualname = _activate(info)
+    qualname = activate(info)
     if qualname is None:
         raise DiffusionPlatformSelectionError(
             f"diffusion platform {info.label} selected by {OVERRIDE_ENV} reports its hardware is not available "
@@ -157,7 +157,7 @@ def _auto() -> tuple[Platform, PlatformDecision]:
     cands: list[Candidate] = []
     active: list[tuple[EntryPointInfo, str]] = []
     for info in infos:
-        qualname = _activate(info)
+        qualname = activate(info)
         if qualname is None:
             cands.append(Candidate(info.name, info.value, info.dist, info.version, "inactive", "callback returned None"))
         else:
@@ -184,9 +184,5 @@ def _auto() -> tuple[Platform, PlatformDecision]:
 
 def resolve_platform() -> tuple[Platform, PlatformDecision]:
     """Run the chain once; the caller publishes the pair together."""
-    raw = os.environ.get(OVERRIDE_ENV)
-    if raw is not None and raw.strip() == "":
-        raw = None
-    if raw is not None:
-        return _explicit(raw)
-    return _auto()
+    raw = envs.platform_override()
+    return _explicit(raw) if raw is not None else _auto()
