@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # The CPU wheel on these machines; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test install install-test lint bench clean
+.PHONY: run test install install-test kernels lint bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,14 +25,20 @@ install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
 
+# The fused CPU decode step is C++ compiled once per machine into ~/.cache/sglang/kernels
+# (about 20 s; a no-op when cached). Without a compiler the server runs eager decode steps.
+kernels: install
+	$(PY) -m sglang.srt.layers.cpu_kernels
+
 run: install
+	-$(PY) -m sglang.srt.layers.cpu_kernels
 	$(VENV)/bin/sglang serve
 
-test: install-test
+test: install-test kernels
 	$(VENV)/bin/ruff check python tests bench examples
 	$(PY) -m pytest -q
 
-bench: install-test
+bench: install-test kernels
 	$(PY) bench/hooks.py
 	$(PY) bench/discovery.py
 	$(PY) bench/context.py

@@ -1,6 +1,6 @@
 """Serving: tokens/s, time to first token and latency at several concurrencies.
 
-Run: .venv/bin/python bench/serving.py [--dtypes float32,bfloat16] [--max-tokens 64] [--plot docs/serving.png]
+Run: .venv/bin/python bench/serving.py [--dtypes float32,bfloat16+gguf_q4,bfloat16+gguf_q4/eager] [--max-tokens 64] [--plot docs/serving.png]
 
 Systems, in one run: this server (`sglang serve`, per dtype), a Hugging Face
 transformers baseline (static batches of `concurrency` requests through
@@ -120,14 +120,15 @@ def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dtypes", default="float32,bfloat16+gguf_q4", help="server configs: dtype[+quantization]")
+    ap.add_argument("--dtypes", default="float32,bfloat16+gguf_q4", help="server configs: dtype[+quantization][/eager] (/eager: --fused-decode off)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--plot", default="docs/serving.png")
     args = ap.parse_args()
     systems: dict[str, dict[int, dict[str, float]]] = {}
     for dt in args.dtypes.split(","):
-        dtype, _, quant = dt.partition("+")
-        extra = ["--quantization", quant] if quant else []
+        cfg, _, mode = dt.partition("/")
+        dtype, _, quant = cfg.partition("+")
+        extra = (["--quantization", quant] if quant else []) + ["--fused-decode", "off" if mode == "eager" else "on"]
         s = ServerProc(["--dtype", dtype, *extra, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
         try:
             systems[f"sglang serve ({dt})"] = load(s.url, args.max_tokens, "smol")

@@ -98,6 +98,9 @@ class ModelRunner:
         if get_exec().compile.enable_torch_compile:
             self._compiled = torch.compile(self._run_model, backend=current_platform.get_compile_backend(), dynamic=True)
         self.graph_runner = current_platform.get_graph_runner_cls()(self._decode_step, get_exec().graph.cuda_graph_max_bs or 160)
+        from sglang.srt.model_executor.fused_decode import FusedDecode
+
+        self.fused_decode = FusedDecode.create(self, get_exec().graph.fused_decode)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -169,7 +172,10 @@ class ModelRunner:
         return self.model(fb.input_ids, fb.positions, fb, self.attn)
 
     def _decode_step(self, fb: ForwardBatch) -> torch.Tensor:
-        """The decode step; compiled (``--enable-torch-compile``) up to ``--torch-compile-max-bs``."""
+        """The decode step: fused on CPU (``--fused-decode``), or compiled (``--enable-torch-compile``)
+        up to ``--torch-compile-max-bs``, or eager."""
+        if self.fused_decode is not None:
+            return self.fused_decode.run(fb)
         if self._compiled is not None and fb.batch_size <= self.compile_max_bs:
             return self._compiled(fb)
         return self._run_model(fb)

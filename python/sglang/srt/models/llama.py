@@ -89,6 +89,34 @@ class LlamaForCausalLM(nn.Module):
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
         return self.lm_head(h)
 
+    # -- the fused CPU decode step (sglang.srt.model_executor.fused_decode) ---
+    def build_decode_plan(self, kernels: Any, kv_pool: Any) -> Any:
+        """A ``DecodePlan`` holding every layer's weights and KV buffers (shared, not copied).
+
+        Only for one rank (no all-reduce inside the plan) and a pool whose
+        per-layer buffers are ``[slots, kv_heads, head_dim]`` in the model dtype.
+        """
+        attn0 = self.layers[0].self_attn
+        plan = kernels.DecodePlan(attn0.heads, attn0.kv_heads, attn0.head_dim, self.config.rms_norm_eps)
+
+        def linear(lin: Any) -> list[torch.Tensor | None]:
+            packed, sz = lin.q4 if lin.q4 is not None else (None, None)
+            return [lin.weight, getattr(lin, "bias", None), packed, sz]
+
+        for i, layer in enumerate(self.layers):
+            a, m = layer.self_attn, layer.mlp
+            lins = (a.qkv_proj, a.o_proj, m.gate_up_proj, m.down_proj)
+            plan.add_layer(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, *(linear(x) for x in lins),
+                           kv_pool.get_key_buffer(i), kv_pool.get_value_buffer(i), max(x.q4_max_batch for x in lins))
+        return plan
+
+    def forward_decode_plan(self, plan: Any, fb: Any) -> torch.Tensor:
+        """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode."""
+        h = self.embed_tokens(fb.input_ids).float()
+        plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc)
+        h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
+        return self.lm_head(h)
+
     def load_packed_q4(self, packed: dict[str, Any], max_batch: int) -> int:
         """Attach packed 4-bit copies where every fused part is Q4; returns how many layers got one."""
         n = 0

@@ -1,0 +1,151 @@
+"""Compile the CPU kernels on first use, once per machine, into a cache.
+
+The C++ sources in ``csrc/`` are built with the system compiler (``$CXX`` or
+``c++``) against the installed torch, into
+``$SGLANG_KERNEL_CACHE`` (default ``~/.cache/sglang/kernels``). The file name
+carries a hash of the source, the torch and Python versions, the flags and the
+CPU, so a changed input builds anew and a cached build is never loaded on a
+machine it was not made for. A file lock keeps concurrent processes (TP ranks,
+parallel tests) from compiling the same thing twice; the result is written to
+a temporary name and renamed, so a reader never sees half a library.
+
+Run ``python -m sglang.srt.layers.cpu_kernels`` to build ahead of time
+(``make run`` and ``make test`` do); it prints the library's path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+CSRC = Path(__file__).resolve().with_name("csrc")
+DECODE_SOURCE = CSRC / "decode_step.cpp"
+FIX = "install a C++ compiler (g++) with the Python headers, point $CXX at one, or run with --fused-decode off"
+
+
+class KernelBuildError(RuntimeError):
+    """The CPU kernels could not be built or loaded; the message says why and how to fix it."""
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("SGLANG_KERNEL_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sglang" / "kernels"
+
+
+def _cpu_signature() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX", "c++")
+    path = shutil.which(cxx)
+    if path is None:
+        raise KernelBuildError(f"no C++ compiler found (looked for {cxx!r} on PATH) to build the CPU decode kernels: {FIX}")
+    return path
+
+
+def _command(cxx: str, source: Path, name: str, out: Path) -> list[str]:
+    import torch
+    from torch.utils import cpp_extension
+
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    torch_lib = cpp_extension.library_paths()[0]
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [
+        cxx, str(source), "-o", str(out),
+        "-shared", "-fPIC", "-std=c++17", "-O3", "-march=native", "-fopenmp",
+        f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *(f"-isystem{p}" for p in includes),
+        f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+    ]
+
+
+def _build_key(cxx: str, source: Path) -> str:
+    import torch
+
+    h = hashlib.sha256()
+    for part in (source.read_bytes(), torch.__version__.encode(), sys.version.encode(), cxx.encode(), _cpu_signature().encode()):
+        h.update(part)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def build(source: Path = DECODE_SOURCE, stem: str = "sglang_cpu_decode") -> Path:
+    """Return the path of the built library for ``source``, compiling it if the cache lacks it."""
+    if not source.is_file():
+        raise KernelBuildError(f"kernel source {source} is missing: reinstall sglang")
+    cxx = _compiler()
+    name = f"{stem}_{_build_key(cxx, source)}"
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KernelBuildError(f"cannot create the kernel cache {root}: {e}; set SGLANG_KERNEL_CACHE to a writable directory") from e
+    out = root / f"{name}.so"
+    if out.is_file():
+        return out
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent builder finishes first; then the file is there
+        if out.is_file():
+            return out
+        tmp = root / f"{name}.so.tmp{os.getpid()}"
+        cmd = _command(cxx, source, name, tmp)
+        logger.info("building the CPU decode kernels (once per machine, ~30 s) into %s", root)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise KernelBuildError(f"compiling {source.name} with {cxx} failed: {e}; {FIX}") from e
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise KernelBuildError(f"compiling {source.name} with {cxx} failed (exit {proc.returncode}):\n{tail}\n{FIX}")
+        os.replace(tmp, out)
+        logger.info("built %s in %.1fs", out.name, time.perf_counter() - t0)
+    return out
+
+
+@functools.cache
+def load_decode_kernels() -> ModuleType:
+    """The fused decode module (``DecodePlan``), built on first use; once per process.
+
+    Raises ``KernelBuildError`` (every later call raises it again without
+    rebuilding). Who may call: the model runner, tests, the prebuild command.
+    """
+    import torch  # noqa: F401  (libc10 and libtorch before the extension)
+
+    path = build()
+    name = path.stem
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError as e:
+        raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
+    return module

@@ -1,0 +1,354 @@
+// Fused CPU decode step for Llama-family decoders: every layer of one decode
+// forward in a single call, so the per-op Python dispatch of the eager loop
+// (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
+// ATen calls (dense GEMM or the packed int4 kernel); norms, rotary, the KV
+// write and paged attention (K/V read in place from the pool) are loops here.
+// Built and loaded by sglang/srt/layers/cpu_kernels/build.py.
+//
+// Rounding follows the eager torch code op by op (each bfloat16 op rounds its
+// float result once), so bfloat16 output matches the eager path up to the
+// summation order of the attention dot products.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+struct Linear {
+  at::Tensor weight;  // [N, K] dense, model dtype
+  at::Tensor bias;    // [N] or undefined
+  at::Tensor packed;  // int4-packed weight for small batches, or undefined
+  at::Tensor sz;      // scales and zeros of the packed weight
+  int64_t packed_max_batch = 0;
+
+  at::Tensor operator()(const at::Tensor& x) const {
+    if (packed.defined() && x.size(0) <= packed_max_batch) {
+      at::Tensor y = at::_weight_int4pack_mm_for_cpu(x, packed, 32, sz);
+      return bias.defined() ? y.add_(bias) : y;
+    }
+    return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+  }
+};
+
+struct Layer {
+  at::Tensor input_norm, post_norm;  // [hidden]
+  Linear qkv, o, gate_up, down;
+  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim], model dtype
+};
+
+template <typename T>
+inline T round_to(float x) { return static_cast<T>(x); }
+
+// element i as float; bfloat16 read as raw bits so that loops over it vectorize
+inline float load_f(const float* __restrict p, int64_t i) { return p[i]; }
+inline float load_f(const c10::BFloat16* __restrict p, int64_t i) {
+  const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// 16 floats as one value: GCC/Clang lower it to the widest vectors the
+// target has (one AVX-512 register, two AVX2 ones), so these loops vectorize
+// on every x86 without intrinsics. Head sizes are multiples of 16 here.
+typedef float vf16 __attribute__((vector_size(64)));
+typedef uint16_t vu16 __attribute__((vector_size(32)));
+typedef uint32_t vu32 __attribute__((vector_size(64)));
+
+inline vf16 load16(const float* p) {
+  vf16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline vf16 load16(const c10::BFloat16* p) {
+  vu16 raw;
+  std::memcpy(&raw, p, sizeof(raw));
+  const vu32 bits = __builtin_convertvector(raw, vu32) << 16;
+  vf16 v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+// a tree of halving adds: 4 steps instead of a 16-add dependency chain
+inline float hsum(vf16 v) {
+  const vf8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const vf4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+template <typename T>
+inline float dot(const float* q, const T* k, int64_t d) {
+  vf16 acc = {};
+  for (int64_t i = 0; i < d; i += 16) acc += load16(q + i) * load16(k + i);
+  return hsum(acc);
+}
+
+template <typename T>
+inline void axpy(float a, const T* x, float* y, int64_t d) {
+  for (int64_t i = 0; i < d; i += 16) {
+    const vf16 r = load16(y + i) + a * load16(x + i);
+    std::memcpy(y + i, &r, sizeof(r));
+  }
+}
+
+// out[r] = dtype(h[r] * rsqrt(mean(h[r]^2) + eps) * w), h float32; rows in parallel
+template <typename T>
+void rms_norm(const float* h, const T* w, T* out, int64_t rows, int64_t dim, float eps) {
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* x = h + r * dim;
+      float ss = 0.f;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t i = 0; i < dim; ++i) ss += x[i] * x[i];
+      const float inv = 1.f / std::sqrt(ss / static_cast<float>(dim) + eps);
+      T* y = out + r * dim;
+      for (int64_t i = 0; i < dim; ++i) y[i] = round_to<T>(x[i] * inv * load_f(w, i));
+    }
+  });
+}
+
+template <typename T>
+void add_into(float* __restrict h, const T* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) h[i] += load_f(x, i);
+}
+
+// rotate-half rotary of one head, each product rounded like the eager bf16 ops
+template <typename T>
+inline void rope_head(const T* x, const T* cos, const T* sin, T* out, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < d; ++i) {
+    const float rot = i < half ? -static_cast<float>(x[i + half]) : static_cast<float>(x[i - half]);
+    const T a = round_to<T>(static_cast<float>(x[i]) * static_cast<float>(cos[i]));
+    const T b = round_to<T>(static_cast<float>(round_to<T>(rot)) * static_cast<float>(sin[i]));
+    out[i] = round_to<T>(static_cast<float>(a) + static_cast<float>(b));
+  }
+}
+
+// exp(x) to about 2 ulp in float32, written so that loops over it vectorize
+// (std::exp does not); inputs here are <= 0 (softmax after the max shift)
+inline float fast_exp(float x) {
+  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
+  // round to nearest by the 1.5 * 2^23 trick (std::nearbyint does not vectorize)
+  const float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  int32_t bits;
+  std::memcpy(&bits, &p, 4);
+  bits += static_cast<int32_t>(n) << 23;
+  std::memcpy(&p, &bits, 4);
+  return p;
+}
+
+class DecodePlan {
+ public:
+  DecodePlan(int64_t heads, int64_t kv_heads, int64_t head_dim, double eps)
+      : heads_(heads), kv_heads_(kv_heads), head_dim_(head_dim), eps_(static_cast<float>(eps)) {
+    TORCH_CHECK(head_dim % 16 == 0, "the decode plan needs a head size that is a multiple of 16, got ", head_dim);
+    TORCH_CHECK(kv_heads > 0 && heads % kv_heads == 0, "attention heads (", heads, ") must be a multiple of KV heads (", kv_heads, ")");
+  }
+
+  void add_layer(at::Tensor input_norm, at::Tensor post_norm, std::vector<c10::optional<at::Tensor>> qkv,
+                 std::vector<c10::optional<at::Tensor>> o, std::vector<c10::optional<at::Tensor>> gate_up,
+                 std::vector<c10::optional<at::Tensor>> down, at::Tensor k_cache, at::Tensor v_cache, int64_t packed_max_batch) {
+    Layer l;
+    l.input_norm = input_norm;
+    l.post_norm = post_norm;
+    l.qkv = make_linear(qkv, packed_max_batch);
+    l.o = make_linear(o, packed_max_batch);
+    l.gate_up = make_linear(gate_up, packed_max_batch);
+    l.down = make_linear(down, packed_max_batch);
+    TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "KV buffers must be contiguous");
+    TORCH_CHECK(k_cache.dim() == 3 && k_cache.size(1) == kv_heads_ && k_cache.size(2) == head_dim_ && v_cache.sizes() == k_cache.sizes(),
+                "KV buffers must be [slots, ", kv_heads_, ", ", head_dim_, "], got ", k_cache.sizes());
+    TORCH_CHECK(k_cache.scalar_type() == input_norm.scalar_type() && v_cache.scalar_type() == input_norm.scalar_type(),
+                "KV buffers must have the model dtype ", input_norm.scalar_type(), ", got ", k_cache.scalar_type());
+    TORCH_CHECK(layers_.empty() || layers_.front().k_cache.size(0) == k_cache.size(0), "every layer's KV buffer must have the same slots");
+    l.k_cache = k_cache;
+    l.v_cache = v_cache;
+    layers_.push_back(std::move(l));
+  }
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+  // h: [B, hidden] float32 residual stream, updated in place and returned.
+  // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
+  // kv_lens: [B] int64 (this token included); out_loc: [B] int64 slot of the new token.
+  at::Tensor run(at::Tensor h, at::Tensor cos, at::Tensor sin, at::Tensor kv_index, at::Tensor kv_lens, at::Tensor out_loc) {
+    TORCH_CHECK(!layers_.empty(), "the decode plan has no layers");
+    TORCH_CHECK(h.scalar_type() == at::kFloat && h.is_contiguous() && h.dim() == 2, "h must be a contiguous float32 [B, hidden]");
+    const auto dtype = layers_.front().input_norm.scalar_type();
+    const int64_t B = h.size(0);
+    TORCH_CHECK(h.size(1) == layers_.front().input_norm.numel(), "h has ", h.size(1), " features, the model ", layers_.front().input_norm.numel());
+    TORCH_CHECK(cos.scalar_type() == dtype && sin.scalar_type() == dtype && cos.size(0) == B && cos.size(-1) == head_dim_,
+                "cos/sin must be [B, head_dim] in the model dtype");
+    TORCH_CHECK(kv_index.scalar_type() == at::kLong && kv_lens.scalar_type() == at::kLong && out_loc.scalar_type() == at::kLong,
+                "slot indices must be int64");
+    TORCH_CHECK(kv_index.dim() == 2 && kv_index.size(0) == B && kv_lens.numel() == B && out_loc.numel() == B,
+                "kv_index [B, Lmax], kv_lens [B] and out_loc [B] must match h's batch");
+    const at::Tensor c = cos.contiguous(), s = sin.contiguous(), idx = kv_index.contiguous();
+    const at::Tensor lens = kv_lens.contiguous(), loc = out_loc.contiguous();
+    // the loops below index the pool with these: out of range would be memory corruption, not an error
+    const int64_t slots = layers_.front().k_cache.size(0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lens.data_ptr<int64_t>()[b], at_slot = loc.data_ptr<int64_t>()[b];
+      TORCH_CHECK(n >= 1 && n <= idx.size(1), "kv_lens[", b, "] = ", n, " is outside [1, ", idx.size(1), "]");
+      TORCH_CHECK(at_slot >= 0 && at_slot < slots, "out_loc[", b, "] = ", at_slot, " is outside the pool of ", slots, " slots");
+      const int64_t* row = idx.data_ptr<int64_t>() + b * idx.size(1);
+      for (int64_t t = 0; t < n; ++t) TORCH_CHECK(row[t] >= 0 && row[t] < slots, "kv_index[", b, ", ", t, "] is outside the pool");
+    }
+    if (dtype == at::kBFloat16) {
+      run_impl<c10::BFloat16>(h, c, s, idx, lens, loc);
+    } else {
+      TORCH_CHECK(dtype == at::kFloat, "the decode plan runs float32 and bfloat16 models, not ", dtype);
+      run_impl<float>(h, c, s, idx, lens, loc);
+    }
+    return h;
+  }
+
+ private:
+  static Linear make_linear(const std::vector<c10::optional<at::Tensor>>& p, int64_t packed_max_batch) {
+    TORCH_CHECK(p.size() == 4, "a linear is (weight, bias, packed, scales_and_zeros)");
+    Linear l;
+    l.weight = p[0].value();
+    if (p[1].has_value()) l.bias = *p[1];
+    if (p[2].has_value()) {
+      l.packed = *p[2];
+      l.sz = p[3].value();
+      l.packed_max_batch = packed_max_batch;
+    }
+    return l;
+  }
+
+  template <typename T>
+  void run_impl(at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
+                const at::Tensor& kv_lens, const at::Tensor& out_loc) {
+    const int64_t B = h.size(0), hidden = h.size(1);
+    const auto opts = h.options().dtype(c10::CppTypeToScalarType<T>::value);
+    at::Tensor x = at::empty({B, hidden}, opts);
+    at::Tensor q = at::empty({B, heads_ * head_dim_}, opts);
+    at::Tensor attn = at::empty({B, heads_ * head_dim_}, opts);
+    float* hp = h.data_ptr<float>();
+    for (auto& l : layers_) {
+      rms_norm<T>(hp, l.input_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
+      at::Tensor qkv = l.qkv(x);  // [B, q + 2 kv]
+      rope_and_store<T>(qkv, cos, sin, out_loc, q, l);
+      attention<T>(q, kv_index, kv_lens, l, attn);
+      const at::Tensor o = l.o(attn);
+      add_into<T>(hp, o.data_ptr<T>(), B * hidden);
+      rms_norm<T>(hp, l.post_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
+      at::Tensor gu = l.gate_up(x);  // [B, 2 * inter]
+      const int64_t inter = gu.size(1) / 2;
+      // ATen's SiLU and product: the eager kernels, so rounding is identical
+      at::Tensor act = at::silu(gu.narrow(1, 0, inter)).mul_(gu.narrow(1, inter, inter));
+      const at::Tensor dn = l.down(act);
+      add_into<T>(hp, dn.data_ptr<T>(), B * hidden);
+    }
+  }
+
+  // rotary on q (into q) and k (into its KV slot); v copied to its slot
+  template <typename T>
+  void rope_and_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_loc,
+                      at::Tensor& q, Layer& l) const {
+    const int64_t B = qkv.size(0), D = head_dim_, q_size = heads_ * D, kv_size = kv_heads_ * D;
+    const T* src = qkv.data_ptr<T>();
+    const T* cp = cos.data_ptr<T>();
+    const T* sp = sin.data_ptr<T>();
+    const int64_t* loc = out_loc.data_ptr<int64_t>();
+    T* qp = q.data_ptr<T>();
+    T* kc = l.k_cache.data_ptr<T>();
+    T* vc = l.v_cache.data_ptr<T>();
+    at::parallel_for(0, B, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const T* row = src + b * (q_size + 2 * kv_size);
+        const T* c = cp + b * D;
+        const T* s = sp + b * D;
+        for (int64_t hh = 0; hh < heads_; ++hh) rope_head<T>(row + hh * D, c, s, qp + b * q_size + hh * D, D);
+        T* kd = kc + loc[b] * kv_size;
+        for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, kd + hh * D, D);
+        std::memcpy(vc + loc[b] * kv_size, row + q_size + kv_size, kv_size * sizeof(T));
+      }
+    });
+  }
+
+  // One task per (request, KV head): its G query heads read each K and V row of
+  // the paged pool once, in place. Rounding as the eager matmuls: scores and
+  // probabilities are rounded to the model dtype, sums are float32.
+  template <typename T>
+  void attention(const at::Tensor& q, const at::Tensor& kv_index, const at::Tensor& kv_lens, const Layer& l, at::Tensor& out) const {
+    const int64_t B = q.size(0), D = head_dim_, H = heads_, Hkv = kv_heads_, G = H / Hkv;
+    const int64_t kv_size = Hkv * D, Lmax = kv_index.size(1);
+    const float scale = 1.f / std::sqrt(static_cast<float>(D));
+    const T* qp = q.data_ptr<T>();
+    const T* kc = l.k_cache.data_ptr<T>();
+    const T* vc = l.v_cache.data_ptr<T>();
+    const int64_t* idx = kv_index.data_ptr<int64_t>();
+    const int64_t* lens = kv_lens.data_ptr<int64_t>();
+    T* op = out.data_ptr<T>();
+    // a task is one request's KV heads [g0, g0 + per): with every head in one
+    // task each K/V row (all heads, contiguous) is read once; a single request
+    // splits its heads across threads instead
+    const int64_t per = B >= 4 ? Hkv : 1, nq = per * G;
+    at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> qf(nq * D), acc(nq * D), sc(nq * Lmax);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, L = lens[b];
+        const int64_t* slots = idx + b * Lmax;
+        const T* qg = qp + b * H * D + g0 * G * D;  // query heads of KV heads g0.. are contiguous
+        for (int64_t i = 0; i < nq * D; ++i) qf[i] = load_f(qg, i);
+        for (int64_t t = 0; t < L; ++t) {
+          const T* k = kc + slots[t] * kv_size + g0 * D;
+          for (int64_t j = 0; j < nq; ++j) {
+            sc[j * Lmax + t] = static_cast<float>(round_to<T>(dot<T>(qf.data() + j * D, k + (j / G) * D, D))) * scale;
+          }
+        }
+        for (int64_t j = 0; j < nq; ++j) {
+          float* s = sc.data() + j * Lmax;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t t = 0; t < L; ++t) mx = s[t] > mx ? s[t] : mx;
+          float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t t = 0; t < L; ++t) {
+            s[t] = fast_exp(s[t] - mx);
+            sum += s[t];
+          }
+          for (int64_t t = 0; t < L; ++t) s[t] = static_cast<float>(round_to<T>(s[t] / sum));
+        }
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t t = 0; t < L; ++t) {
+          const T* v = vc + slots[t] * kv_size + g0 * D;
+          for (int64_t j = 0; j < nq; ++j) axpy<T>(sc[j * Lmax + t], v + (j / G) * D, acc.data() + j * D, D);
+        }
+        T* o = op + b * H * D + g0 * G * D;
+        for (int64_t i = 0; i < nq * D; ++i) o[i] = round_to<T>(acc[i]);
+      }
+    });
+  }
+
+  int64_t heads_, kv_heads_, head_dim_;
+  float eps_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  pybind11::class_<DecodePlan>(m, "DecodePlan")
+      .def(pybind11::init<int64_t, int64_t, int64_t, double>())
+      .def("add_layer", &DecodePlan::add_layer)
+      .def("num_layers", &DecodePlan::num_layers)
+      // the step touches no Python object: other threads of the process run meanwhile
+      .def("run", &DecodePlan::run, pybind11::call_guard<pybind11::gil_scoped_release>());
+}

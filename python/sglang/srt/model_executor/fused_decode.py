@@ -1,0 +1,95 @@
+"""The fused CPU decode step: every layer of a decode forward in one C++ call.
+
+On a CPU the eager decode step of a small model is bound by dispatching about
+50 torch ops a layer from Python, not by arithmetic; the fused plan
+(``sglang.srt.layers.cpu_kernels``) runs the same computation (ATen for the
+matrix products, loops for norms, rotary, the KV write and paged attention)
+without returning to Python between layers. It is the CPU counterpart of
+replaying a captured graph.
+
+``--fused-decode auto`` (default) uses it when the runner qualifies and the
+kernels build, and logs why not otherwise; ``on`` makes any reason a start-up
+error; ``off`` keeps the eager step. It stands aside wherever a plugin could
+be bypassed: a non-default attention backend or KV pool, a model without a
+plan, ``--enable-torch-compile``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class FusedDecodeError(RuntimeError):
+    """``--fused-decode on`` was asked for and this runner cannot have it."""
+
+
+def ineligibility(runner: Any) -> list[str]:
+    """Why ``runner`` cannot use the fused step (empty: it can). Checks only; builds nothing."""
+    import torch
+
+    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.runtime_context import get_exec
+
+    why = []
+    if runner.device.type != "cpu":
+        why.append(f"the device is {runner.device.type}, not cpu")
+    if runner.tp_size != 1:
+        why.append(f"--tp-size is {runner.tp_size} (the plan has no all-reduce between layers)")
+    if type(runner.attn) is not TorchNativeAttnBackend:
+        why.append(f"the attention backend is {runner.attention_backend!r} (the plan computes torch_native attention itself)")
+    if type(runner.kv_pool).set_kv_buffer is not MHATokenToKVPool.set_kv_buffer:
+        why.append(f"the KV pool {type(runner.kv_pool).__qualname__} writes KV its own way")
+    if runner.kv_cache_dtype != runner.dtype:
+        why.append(f"--kv-cache-dtype ({runner.kv_cache_dtype}) differs from the model dtype ({runner.dtype})")
+    if runner.dtype not in (torch.float32, torch.bfloat16):
+        why.append(f"the dtype is {runner.dtype} (the plan runs float32 and bfloat16)")
+    if not hasattr(runner.model, "build_decode_plan"):
+        why.append(f"{type(runner.model).__name__} has no decode plan")
+    elif runner.model_config.head_dim % 16:
+        why.append(f"the head size {runner.model_config.head_dim} is not a multiple of 16")
+    if get_exec().compile.enable_torch_compile:
+        why.append("--enable-torch-compile is set (the compiled step is used instead)")
+    return why
+
+
+class FusedDecode:
+    """The runner's fused decode step; ``create`` returns None where it does not apply."""
+
+    def __init__(self, model: Any, plan: Any) -> None:
+        self.model = model
+        self.plan = plan
+
+    @classmethod
+    def create(cls, runner: Any, mode: str) -> FusedDecode | None:
+        """Build the plan for ``runner`` under ``--fused-decode mode`` (auto|on|off)."""
+        if mode == "off":
+            logger.info("fused decode: off (--fused-decode off)")
+            return None
+        why = ineligibility(runner)
+        kernels, build_failed = None, False
+        if not why:
+            from sglang.srt.layers.cpu_kernels import KernelBuildError, load_decode_kernels
+
+            try:
+                kernels = load_decode_kernels()
+            except KernelBuildError as e:
+                why.append(str(e))
+                build_failed = True
+        if why:
+            if mode == "on":
+                raise FusedDecodeError("--fused-decode on, but this runner cannot use it: " + "; ".join(why) +
+                                       " (use --fused-decode auto to fall back to the eager step)")
+            # a runner that does not qualify is expected; a failed build is worth a warning
+            (logger.warning if build_failed else logger.info)("fused decode: not used, eager decode steps instead: %s", "; ".join(why))
+            return None
+        plan = runner.model.build_decode_plan(kernels, runner.kv_pool)
+        logger.info("fused decode: on (%d layers in one C++ call per decode step)", plan.num_layers())
+        return cls(runner.model, plan)
+
+    def run(self, fb: Any) -> Any:
+        """Logits ``[B, vocab]`` of one DECODE forward; writes the new K/V like the eager step."""
+        return self.model.forward_decode_plan(self.plan, fb)

@@ -1,0 +1,115 @@
+"""The fused decode step inside a real scheduler on the default model (float32):
+same tokens as the eager step, and the cases where it must stand aside or fail."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import pytest
+
+from sglang.srt.layers.attention.registry import ATTENTION_BACKENDS, register_attention_backend
+from sglang.srt.layers.cpu_kernels import load_decode_kernels
+from sglang.srt.managers.io_struct import BatchTokenIDOut, TokenizedGenerateReqInput
+from sglang.srt.managers.scheduler import Scheduler
+from sglang.srt.model_executor.fused_decode import FusedDecode, FusedDecodeError
+from sglang.srt.runtime_context import get_context, publish, reset_context
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.utils.process import free_port
+
+PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three colors.", "Count to five."]
+_rid = itertools.count()
+
+
+def make_scheduler(**kw) -> Scheduler:
+    # max_running_requests set: no load-time override, so re-publishing in this process drops nothing
+    sa = ServerArgs(dtype="float32", max_total_tokens=4096, max_running_requests=32, log_level="warning", **kw)
+    publish(sa, role="scheduler")
+    return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
+
+
+@pytest.fixture(scope="module")
+def sched():
+    reset_context()
+    yield make_scheduler()
+    reset_context()
+
+
+def generate(s: Scheduler, prompts: list[str], n: int = 24) -> list[list[int]]:
+    rids = []
+    for p in prompts:
+        rids.append(f"f{next(_rid)}")
+        ids = s.tokenizer.encode(s.tokenizer.apply_chat_template([{"role": "user", "content": p}]))
+        s.add_request(TokenizedGenerateReqInput(rids[-1], ids, {"temperature": 0, "max_new_tokens": n, "ignore_eos": True}))
+    while s.has_work():
+        s.step()
+    out: dict[str, list[int]] = {r: [] for r in rids}
+    for o in s.outbox:
+        if isinstance(o, BatchTokenIDOut):
+            for rid, ids in zip(o.rids, o.new_token_ids):
+                out[rid] += ids
+    s.outbox.clear()
+    if s.tree is not None:
+        s.tree.reset()
+    return [out[r] for r in rids]
+
+
+def test_the_default_cpu_runner_decodes_through_the_plan(sched):
+    assert sched.tp_worker.model_runner.fused_decode is not None
+
+
+def test_fused_and_eager_steps_give_the_same_tokens(sched):
+    runner = sched.tp_worker.model_runner
+    fused = [generate(sched, [p])[0] for p in PROMPTS[:2]] + [generate(sched, PROMPTS)]
+    plan, runner.fused_decode = runner.fused_decode, None
+    try:
+        eager = [generate(sched, [p])[0] for p in PROMPTS[:2]] + [generate(sched, PROMPTS)]
+    finally:
+        runner.fused_decode = plan
+    assert fused == eager
+    assert fused[-1][:2] == fused[:2]  # batched equals single
+
+
+@pytest.fixture
+def renamed_backend():
+    register_attention_backend("renamed_native", "helpers.attention:RenamedNativeBackend")
+    try:
+        yield "renamed_native"
+    finally:
+        ATTENTION_BACKENDS.pop("renamed_native")
+
+
+def test_a_plugin_attention_backend_keeps_the_eager_step(sched, renamed_backend, caplog):
+    expected = generate(sched, PROMPTS[:1])
+    with get_context().preserve_config(), caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.fused_decode"):
+        other = make_scheduler(attention_backend=renamed_backend, disable_radix_cache=True)
+        assert other.tp_worker.model_runner.fused_decode is None
+        assert generate(other, PROMPTS[:1]) == expected
+    assert "fused decode: not used, eager decode steps instead: the attention backend is 'renamed_native'" in caplog.text
+
+
+def test_fused_decode_on_fails_start_up_with_the_reason(sched, renamed_backend):
+    with get_context().preserve_config():
+        with pytest.raises(FusedDecodeError, match=r"--fused-decode on, but .*the attention backend is 'renamed_native'.*--fused-decode auto"):
+            make_scheduler(attention_backend=renamed_backend, fused_decode="on")
+
+
+def test_fused_decode_off_is_the_eager_step(sched, caplog):
+    with caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.fused_decode"):
+        assert FusedDecode.create(sched.tp_worker.model_runner, "off") is None
+    assert "fused decode: off (--fused-decode off)" in caplog.text
+
+
+def test_a_missing_compiler_falls_back_with_a_warning_or_fails_under_on(sched, monkeypatch, tmp_path, caplog):
+    runner = sched.tp_worker.model_runner
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    monkeypatch.setenv("SGLANG_KERNEL_CACHE", str(tmp_path / "cache"))
+    load_decode_kernels.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="sglang.srt.model_executor.fused_decode"):
+            assert FusedDecode.create(runner, "auto") is None
+        assert "no C++ compiler found" in caplog.text and "--fused-decode off" in caplog.text
+        with pytest.raises(FusedDecodeError, match="no C\\+\\+ compiler found"):
+            FusedDecode.create(runner, "on")
+    finally:
+        load_decode_kernels.cache_clear()
