@@ -66,3 +66,39 @@ def test_unbalanced_unlock_is_an_invariant_error(cache):
     _, node = c.insert([1, 2], a.alloc(1))
     with pytest.raises(AssertionError, match="unbalanced"):
         c.dec_lock_ref(node)
+
+
+@pytest.mark.parametrize("tokens", [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 9, 5], [1, 2, 3, 4], [7, 7, 7], [1], []])
+def test_cached_len_is_what_match_prefix_returns(cache, tokens):
+    c, a = cache
+    c.insert([1, 2, 3, 4, 5, 6], a.alloc(3))
+    c.insert([1, 2, 3, 4, 8, 8], a.alloc(3))
+    probe = c.cached_len(tokens)
+    assert probe == len(c.match_prefix(tokens)[0]) * 2
+
+
+def test_cached_len_leaves_the_tree_and_its_lru_order_alone(cache):
+    c, a = cache
+    old = a.alloc(2)
+    c.insert([1, 1, 3, 3], old)
+    c.insert([2, 2], a.alloc(1))
+    root_children = dict(c.root.children)
+    assert c.cached_len([1, 1, 9, 9]) == 2  # a partial match: match_prefix would split the node here
+    assert c.root.children == root_children and len(c.root.children[(1, 1)].key) == 4
+    c.evict(2)  # [1, 1, 3, 3] is still the least recently used
+    assert c.match_prefix([1, 1, 3, 3])[0] == [] and c.cached_len([2, 2]) == 2
+
+
+def test_lpm_orders_by_arrival_beyond_its_queue_limit(cache):
+    from sglang.srt.managers.schedule_policy import LPM_MAX_WAITING, order_waiting
+
+    class Waiting:
+        def __init__(self, ids: list[int]) -> None:
+            self.fill_ids = ids
+
+    c, a = cache
+    c.insert([5, 5, 5, 5], a.alloc(2))
+    queue = [Waiting([1, 1, 1]), Waiting([5, 5, 5, 5, 1])]
+    assert order_waiting(queue, "lpm", c) == queue[::-1]
+    long_queue = queue + [Waiting([1, 1, 1]) for _ in range(LPM_MAX_WAITING)]
+    assert order_waiting(long_queue, "lpm", c) == long_queue

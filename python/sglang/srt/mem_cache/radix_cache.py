@@ -61,6 +61,24 @@ class RadixCache:
             node = child
         return pages, node
 
+    def cached_len(self, tokens: list[int]) -> int:
+        """Tokens of the longest cached page-aligned prefix of ``tokens``: a read-only probe.
+
+        Unlike ``match_prefix`` it splits no node and refreshes no LRU time, so
+        ordering a queue by it leaves the tree and its eviction order as they were.
+        """
+        ps, node, i = self.page_size, self.root, 0
+        while len(tokens) - i >= ps:
+            child = node.children.get(self._first(tokens, i))
+            if child is None:
+                break
+            n = self._common_pages(child.key, tokens, i)
+            i += n * ps
+            if n < len(child.key) // ps:
+                break
+            node = child
+        return i
+
     def _common_pages(self, key: tuple[int, ...], tokens: list[int], start: int) -> int:
         ps, n = self.page_size, 0
         while (n + 1) * ps <= len(key) and start + (n + 1) * ps <= len(tokens):
