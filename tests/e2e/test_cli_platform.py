@@ -53,3 +53,28 @@ def test_bad_platform_selection_is_a_one_line_error_with_the_fix(tmp_path):
 def test_help_lists_the_subcommands():
     proc = _run(["--help"], dict(os.environ))
     assert proc.returncode == 0 and "platform" in proc.stdout and "serve" in proc.stdout
+
+
+def test_reports_the_diffusion_runtime_on_request(tmp_path):
+    make_dist(
+        tmp_path,
+        "acme-diffusion-hooks",
+        entry_points={"sglang.multimodal_gen.plugins": {"acme_diff": "acme_diff:register"}},
+        files={
+            "acme_diff/__init__.py": (
+                "from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry, HookType\n"
+                "def register():\n"
+                "    HookRegistry.register('json:dumps', lambda *a, **k: None, HookType.AFTER)\n"
+            )
+        },
+    )
+    env = clean_env(SGLANG_DIFFUSION_PLATFORM_OVERRIDE="cpu", PYTHONPATH=str(tmp_path))
+    proc = _run(["platform", "--runtime", "diffusion"], env)
+    assert proc.returncode == 0, proc.stderr
+    assert "diffusion platform: sglang.multimodal_gen.runtime.platforms.builtin.CpuPlatform" in proc.stdout
+    assert "rule: override: SGLANG_DIFFUSION_PLATFORM_OVERRIDE=cpu (built-in, not probed)" in proc.stdout
+    assert "- acme_diff [acme-diffusion-hooks 0.1.0] loaded" in proc.stdout
+    assert "json.dumps: AFTER:acme_diff.register.<locals>.<lambda> [acme_diff]" in proc.stdout
+    data = json.loads(_run(["platform", "--runtime", "diffusion", "--json"], env).stdout)
+    assert data["runtime"] == "diffusion" and data["plugins"][0]["name"] == "acme_diff"
+    assert "SRT" not in proc.stdout  # the SRT chain is not run for a diffusion report

@@ -10,24 +10,39 @@ from typing import Any
 
 
 def _cmd_platform(args: argparse.Namespace) -> int:
-    """Resolve the SRT platform, load the SRT plugins, print what happened."""
-    from sglang.srt.platforms import get_platform_decision
-    from sglang.srt.plugins import format_plugin_report, load_plugins, plugin_records
-    from sglang.srt.plugins.hook_registry import HookRegistry
+    """Resolve one runtime's platform, load (and apply) its general plugins, print what happened."""
+    if args.runtime == "diffusion":
+        from sglang.multimodal_gen.runtime.platforms import get_platform_decision
+        from sglang.multimodal_gen.runtime.platforms.plugins import (
+            HookRegistry,
+            apply_plugin_hooks,
+            format_plugin_report,
+            load_plugins,
+            plugin_records,
+        )
 
-    decision = get_platform_decision()
-    load_plugins()
+        label, decision = "diffusion", get_platform_decision()
+        load_plugins()
+        apply_plugin_hooks()  # what a diffusion worker does after registering
+    else:
+        from sglang.srt.platforms import get_platform_decision
+        from sglang.srt.plugins import format_plugin_report, load_plugins, plugin_records
+        from sglang.srt.plugins.hook_registry import HookRegistry  # type: ignore[assignment]
+
+        label, decision = "SRT", get_platform_decision()
+        load_plugins()
+    targets = HookRegistry.applied_targets()
     if args.json:
         out = {
+            "runtime": args.runtime,
             "platform": decision.as_dict(),
             "plugins": [r.as_dict() for r in plugin_records()],
-            "applied_targets": {t: [e.__dict__ | {"type": e.type.name} for e in HookRegistry.describe(t)] for t in HookRegistry.applied_targets()},
+            "applied_targets": {t: [e.__dict__ | {"type": e.type.name} for e in HookRegistry.describe(t)] for t in targets},
         }
         print(json.dumps(out, indent=2))
         return 0
-    print("SRT " + decision.format())
+    print(f"{label} " + decision.format())
     print(format_plugin_report())
-    targets = HookRegistry.applied_targets()
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
         chain = " -> ".join(f"{e.type.name}:{e.hook} [{e.plugin}]" for e in HookRegistry.describe(t))
@@ -41,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="serve a model over HTTP (OpenAI-compatible API); `sglang serve --help` lists the flags", add_help=False)
     sub.add_parser("plugins", help="plugin developer kit: doctor, explain, check, new; `sglang plugins --help`", add_help=False)
     sub.add_parser("generate", help="draw images with a diffusion model; `sglang generate --help` lists the flags", add_help=False)
-    p = sub.add_parser("platform", help="show the resolved SRT platform and the plugin report")
+    p = sub.add_parser("platform", help="show the resolved platform and the plugin report of one runtime (SRT by default)")
+    p.add_argument("--runtime", choices=("srt", "diffusion"), default="srt", help="which runtime's platform chain and plugins")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_platform)
     return parser
