@@ -14,7 +14,7 @@ from torch import nn
 from sglang.srt.distributed.communication_op import tensor_model_parallel_all_gather, tensor_model_parallel_all_reduce
 from sglang.srt.layers.q4_packed import GROUP, pack, q4_linear
 
-Q4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q [N, K] int32, scale [N, K/32], mn [N, K/32])
+Q4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q [N, K] uint8 in 0-15, scale [N, K/32], mn [N, K/32])
 
 
 class _PackedMixin:

@@ -26,7 +26,11 @@ class PackedQ4Config:
 
 
 def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Raw GGUF bytes ``[rows, bytes]`` -> (q int32 [rows, K], scale f32 [rows, K/32], mn f32 [rows, K/32])."""
+    """Raw GGUF bytes ``[rows, bytes]`` -> (q uint8 [rows, K], scale f32 [rows, K/32], mn f32 [rows, K/32]).
+
+    ``q`` is one byte per weight (values 0-15): the whole model's blocks wait
+    in memory until every layer is packed, so int32 here would cost 4x.
+    """
     rows = raw.shape[0]
     nb = n_cols // GROUP
     bsize = 18 if kind == "Q4_0" else 20
@@ -38,13 +42,13 @@ def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, to
     else:
         mn = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
         qs = blocks[..., 4:20]
-    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int32).reshape(rows, n_cols)
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).reshape(rows, n_cols)
     return torch.from_numpy(q), torch.from_numpy(scale), torch.from_numpy(mn)
 
 
 def pack(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(packed int4 weight, scales-and-zeros [K/32, N, 2] bfloat16) for the CPU kernel."""
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
     sz = torch.stack([scale.t(), (mn + 8.0 * scale).t()], dim=-1).to(torch.bfloat16).contiguous()
     return packed, sz
 
