@@ -113,3 +113,40 @@ def test_a_missing_compiler_falls_back_with_a_warning_or_fails_under_on(sched, m
             FusedDecode.create(runner, "on")
     finally:
         load_decode_kernels.cache_clear()
+
+
+def test_a_hook_inside_the_planned_code_keeps_the_eager_step_and_runs(sched):
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    runner = sched.tp_worker.model_runner
+    calls = []
+    with restored_hooks():
+        HookRegistry.register("sglang.srt.models.llama.LlamaAttention.forward", lambda *a, **k: calls.append(1), HookType.BEFORE)
+        HookRegistry.apply_hooks()
+        assert FusedDecode.create(runner, "auto") is None
+        with pytest.raises(FusedDecodeError, match="hooks are applied to sglang.srt.models.llama.LlamaAttention.forward, which the plan would bypass"):
+            FusedDecode.create(runner, "on")
+        plan, runner.fused_decode = runner.fused_decode, None  # what a runner built after the hooks holds
+        try:
+            generate(sched, PROMPTS[:1], n=4)
+        finally:
+            runner.fused_decode = plan
+    layers = runner.model_config.num_hidden_layers
+    assert len(calls) == 4 * layers  # prefill and three decode steps, every layer
+
+
+def test_a_subclassed_layer_keeps_the_eager_step(sched):
+    from sglang.srt.models.llama import LlamaMLP
+
+    class LoudMLP(LlamaMLP):
+        pass
+
+    model = sched.tp_worker.model_runner.model
+    mlp = model.layers[3].mlp
+    mlp.__class__ = LoudMLP
+    try:
+        assert model.decode_plan_blockers() == ["test_a_subclassed_layer_keeps_the_eager_step.<locals>.LoudMLP replaces LlamaMLP"]
+    finally:
+        mlp.__class__ = LlamaMLP
+    assert model.decode_plan_blockers() == []

@@ -10,8 +10,9 @@ replaying a captured graph.
 ``--fused-decode auto`` (default) uses it when the runner qualifies and the
 kernels build, and logs why not otherwise; ``on`` makes any reason a start-up
 error; ``off`` keeps the eager step. It stands aside wherever a plugin could
-be bypassed: a non-default attention backend or KV pool, a model without a
-plan, ``--enable-torch-compile``.
+be bypassed: a non-default attention backend or KV pool, a model part
+replaced by a subclass, a hook applied inside the code the plan stands in for
+(``PLAN_MODULES``), ``--enable-torch-compile``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ import logging
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+# The modules whose code a decode plan stands in for: a hook applied to any of
+# their functions would silently stop running, so the plan stands aside instead.
+PLAN_MODULES = (
+    "sglang.srt.models.llama",
+    "sglang.srt.layers.basic",
+    "sglang.srt.layers.parallel",
+    "sglang.srt.layers.attention.torch_native_backend",
+    "sglang.srt.mem_cache.memory_pool",
+)
 
 
 class FusedDecodeError(RuntimeError):
@@ -32,6 +43,7 @@ def ineligibility(runner: Any) -> list[str]:
 
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.plugins.hook_registry import HookRegistry
     from sglang.srt.runtime_context import get_exec
 
     why = []
@@ -49,8 +61,13 @@ def ineligibility(runner: Any) -> list[str]:
         why.append(f"the dtype is {runner.dtype} (the plan runs float32 and bfloat16)")
     if not hasattr(runner.model, "build_decode_plan"):
         why.append(f"{type(runner.model).__name__} has no decode plan")
-    elif runner.model_config.head_dim % 16:
-        why.append(f"the head size {runner.model_config.head_dim} is not a multiple of 16")
+    else:
+        why += runner.model.decode_plan_blockers()
+        if runner.model_config.head_dim % 16:
+            why.append(f"the head size {runner.model_config.head_dim} is not a multiple of 16")
+    hooked = [t for t in HookRegistry.applied_targets() if t.startswith(tuple(m + "." for m in PLAN_MODULES))]
+    if hooked:
+        why.append(f"hooks are applied to {', '.join(sorted(hooked))}, which the plan would bypass")
     if get_exec().compile.enable_torch_compile:
         why.append("--enable-torch-compile is set (the compiled step is used instead)")
     return why

@@ -110,6 +110,24 @@ class LlamaForCausalLM(nn.Module):
                            kv_pool.get_key_buffer(i), kv_pool.get_value_buffer(i), max(x.q4_max_batch for x in lins))
         return plan
 
+    def decode_plan_blockers(self) -> list[str]:
+        """Why the plan would not compute what ``forward`` computes: a part replaced by a subclass."""
+        why = []
+        if type(self).forward is not LlamaForCausalLM.forward:
+            why.append(f"{type(self).__qualname__} overrides forward()")
+        expected = [(LlamaDecoderLayer, lambda layer: layer), (LlamaAttention, lambda layer: layer.self_attn), (LlamaMLP, lambda layer: layer.mlp),
+                    (RMSNorm, lambda layer: layer.input_layernorm), (RMSNorm, lambda layer: layer.post_attention_layernorm),
+                    (ColumnParallelLinear, lambda layer: layer.self_attn.qkv_proj), (RowParallelLinear, lambda layer: layer.self_attn.o_proj),
+                    (ColumnParallelLinear, lambda layer: layer.mlp.gate_up_proj), (RowParallelLinear, lambda layer: layer.mlp.down_proj)]
+        for layer in self.layers:
+            for cls, part in expected:
+                got = type(part(layer))
+                if got is not cls and f"{got.__qualname__} replaces {cls.__qualname__}" not in why:
+                    why.append(f"{got.__qualname__} replaces {cls.__qualname__}")
+        if type(self.rotary) is not RotaryEmbedding:
+            why.append(f"{type(self.rotary).__qualname__} replaces RotaryEmbedding")
+        return why
+
     def forward_decode_plan(self, plan: Any, fb: Any) -> torch.Tensor:
         """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode."""
         h = self.embed_tokens(fb.input_ids).float()
