@@ -167,7 +167,10 @@ class DecodePlan {
     l.input_norm = input_norm;
     l.post_norm = post_norm;
     l.qkv = make_linear(qkv, packed_max_batch);
+    TORCH_CHECK(l.qkv.weight.size(0) == (heads_ + 2 * kv_heads_) * head_dim_, "the fused q/k/v weight must have ",
+                (heads_ + 2 * kv_heads_) * head_dim_, " rows, got ", l.qkv.weight.size(0));
     l.o = make_linear(o, packed_max_batch);
+    TORCH_CHECK(l.o.weight.size(1) == heads_ * head_dim_, "the output projection must take ", heads_ * head_dim_, " features");
     l.gate_up = make_linear(gate_up, packed_max_batch);
     l.down = make_linear(down, packed_max_batch);
     TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "KV buffers must be contiguous");
@@ -283,9 +286,9 @@ class DecodePlan {
     });
   }
 
-  // One task per (request, KV head): its G query heads read each K and V row of
-  // the paged pool once, in place. Rounding as the eager matmuls: scores and
-  // probabilities are rounded to the model dtype, sums are float32.
+  // Paged attention reading K and V in place from the pool; each query head's
+  // scores, softmax and weighted sum are float32, and scores and probabilities
+  // are rounded to the model dtype where the eager matmuls round them.
   template <typename T>
   void attention(const at::Tensor& q, const at::Tensor& kv_index, const at::Tensor& kv_lens, const Layer& l, at::Tensor& out) const {
     const int64_t B = q.size(0), D = head_dim_, H = heads_, Hkv = kv_heads_, G = H / Hkv;
