@@ -18,19 +18,25 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run([SGLANG, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_reports_platform_decision_plugins_and_hooks(tmp_path):
+def _hook_plugin(tmp_path: Path, dist: str, group: str, name: str, registry_module: str, hook_type: str) -> None:
+    """A general plugin distribution whose callback hooks ``json.dumps``."""
+    module = dist.replace("-", "_")
     make_dist(
         tmp_path,
-        "acme-hooks",
-        entry_points={"sglang.srt.plugins": {"acme": "acme_hooks:register"}},
+        dist,
+        entry_points={group: {name: f"{module}:register"}},
         files={
-            "acme_hooks/__init__.py": (
-                "from sglang.srt.plugins.hook_registry import HookRegistry, HookType\n"
+            f"{module}/__init__.py": (
+                f"from {registry_module} import HookRegistry, HookType\n"
                 "def register():\n"
-                "    HookRegistry.register('json:dumps', lambda *a, **k: None, HookType.BEFORE)\n"
+                f"    HookRegistry.register('json:dumps', lambda *a, **k: None, HookType.{hook_type})\n"
             )
         },
     )
+
+
+def test_reports_platform_decision_plugins_and_hooks(tmp_path):
+    _hook_plugin(tmp_path, "acme-hooks", "sglang.srt.plugins", "acme", "sglang.srt.plugins.hook_registry", "BEFORE")
     env = clean_env(SGLANG_USE_CPU_ENGINE="1", PYTHONPATH=str(tmp_path))
     proc = _run(["platform"], env)
     assert proc.returncode == 0, proc.stderr
@@ -56,25 +62,15 @@ def test_help_lists_the_subcommands():
 
 
 def test_reports_the_diffusion_runtime_on_request(tmp_path):
-    make_dist(
-        tmp_path,
-        "acme-diffusion-hooks",
-        entry_points={"sglang.multimodal_gen.plugins": {"acme_diff": "acme_diff:register"}},
-        files={
-            "acme_diff/__init__.py": (
-                "from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry, HookType\n"
-                "def register():\n"
-                "    HookRegistry.register('json:dumps', lambda *a, **k: None, HookType.AFTER)\n"
-            )
-        },
-    )
+    _hook_plugin(tmp_path, "acme-diffusion-hooks", "sglang.multimodal_gen.plugins", "acme_diff",
+                 "sglang.multimodal_gen.runtime.platforms.plugins", "AFTER")
     env = clean_env(SGLANG_DIFFUSION_PLATFORM_OVERRIDE="cpu", PYTHONPATH=str(tmp_path))
     proc = _run(["platform", "--runtime", "diffusion"], env)
     assert proc.returncode == 0, proc.stderr
     assert "diffusion platform: sglang.multimodal_gen.runtime.platforms.builtin.CpuPlatform" in proc.stdout
     assert "rule: override: SGLANG_DIFFUSION_PLATFORM_OVERRIDE=cpu (built-in, not probed)" in proc.stdout
     assert "- acme_diff [acme-diffusion-hooks 0.1.0] loaded" in proc.stdout
-    assert "json.dumps: AFTER:acme_diff.register.<locals>.<lambda> [acme_diff]" in proc.stdout
+    assert "json.dumps: AFTER:acme_diffusion_hooks.register.<locals>.<lambda> [acme_diff]" in proc.stdout
     data = json.loads(_run(["platform", "--runtime", "diffusion", "--json"], env).stdout)
     assert data["runtime"] == "diffusion" and data["plugins"][0]["name"] == "acme_diff"
     assert "SRT" not in proc.stdout  # the SRT chain is not run for a diffusion report
