@@ -1,0 +1,66 @@
+"""One decode step, eager beside fused, in-process on the default model.
+
+Run: .venv/bin/python bench/decode_step.py [--dtype bfloat16] [--quantization gguf_q4] [--prefix 200] [--batches 1,16,64]
+
+Every request of the batch has ``--prefix`` tokens in the KV cache (on pages
+of its own); each figure is the median of 10 steps after 3 warm-ups, in the
+same process, the eager step (``TorchNativeAttnBackend`` over the model's
+Python forward) and the fused plan (``--fused-decode``) alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--quantization", default="gguf_q4")
+    ap.add_argument("--prefix", type=int, default=200)
+    ap.add_argument("--batches", default="1,16,64")
+    args = ap.parse_args()
+    os.environ["SGLANG_QUIET_LOAD"] = "1"
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.utils.process import free_port
+
+    batches = [int(b) for b in args.batches.split(",")]
+    pages_per_req = -(-(args.prefix + 1) // 16)
+    sa = ServerArgs(dtype=args.dtype, quantization=args.quantization or None, fused_decode="on", page_size=16,
+                    max_total_tokens=16 * (1 + max(batches) * pages_per_req), max_running_requests=max(batches), log_level="warning")
+    publish(sa, role="scheduler")
+    runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
+    fused = runner.fused_decode
+
+    def eager(fb):
+        runner.attn.init_forward_metadata(fb)
+        return runner.model(fb.input_ids, fb.positions, fb, runner.attn)
+
+    print(f"one decode step, {args.dtype}{'+' + args.quantization if args.quantization else ''}, {args.prefix} cached tokens per request, "
+          f"{os.cpu_count()} cores, median of 10")
+    print(f"{'batch':>5} {'eager':>10} {'fused':>10} {'speed-up':>9}")
+    for b in batches:
+        pages = [[1 + i * pages_per_req + j for j in range(pages_per_req)] for i in range(b)]
+        fb = runner.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))
+        times: dict[str, list[float]] = {"eager": [], "fused": []}
+        with torch.inference_mode():
+            for i in range(13):
+                for name, fn in (("eager", eager), ("fused", fused.run)):
+                    t0 = time.perf_counter()
+                    fn(fb)
+                    if i >= 3:
+                        times[name].append(time.perf_counter() - t0)
+        e, f = (statistics.median(times[k]) * 1e3 for k in ("eager", "fused"))
+        print(f"{b:>5} {e:>8.1f} ms {f:>8.1f} ms {e / f:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
