@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers.server import ServerProc
+from offline import parse_config
 
 LEVELS = {1: 4, 16: 32, 64: 64}  # concurrency -> number of requests
 
@@ -126,10 +127,8 @@ def main() -> None:
     args = ap.parse_args()
     systems: dict[str, dict[int, dict[str, float]]] = {}
     for dt in args.dtypes.split(","):
-        cfg, _, mode = dt.partition("/")
-        dtype, _, quant = cfg.partition("+")
-        extra = (["--quantization", quant] if quant else []) + ["--fused-decode", "off" if mode == "eager" else "on"]
-        s = ServerProc(["--dtype", dtype, *extra, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
+        flags = [x for k, v in parse_config(dt).items() if v for x in (f"--{k.replace('_', '-')}", v)]
+        s = ServerProc([*flags, "--served-model-name", "smol", "--log-level", "warning"], Path(tempfile.mktemp(suffix=".log")))
         try:
             systems[f"sglang serve ({dt})"] = load(s.url, args.max_tokens, "smol")
         finally:

@@ -115,17 +115,14 @@ class LlamaForCausalLM(nn.Module):
         why = []
         if type(self).forward is not LlamaForCausalLM.forward:
             why.append(f"{type(self).__qualname__} overrides forward()")
-        expected = [(LlamaDecoderLayer, lambda layer: layer), (LlamaAttention, lambda layer: layer.self_attn), (LlamaMLP, lambda layer: layer.mlp),
-                    (RMSNorm, lambda layer: layer.input_layernorm), (RMSNorm, lambda layer: layer.post_attention_layernorm),
-                    (ColumnParallelLinear, lambda layer: layer.self_attn.qkv_proj), (RowParallelLinear, lambda layer: layer.self_attn.o_proj),
-                    (ColumnParallelLinear, lambda layer: layer.mlp.gate_up_proj), (RowParallelLinear, lambda layer: layer.mlp.down_proj)]
+        replaced: dict[tuple[type, type], None] = {}  # ordered, one entry per (subclass, base)
         for layer in self.layers:
-            for cls, part in expected:
-                got = type(part(layer))
-                if got is not cls and f"{got.__qualname__} replaces {cls.__qualname__}" not in why:
-                    why.append(f"{got.__qualname__} replaces {cls.__qualname__}")
-        if type(self.rotary) is not RotaryEmbedding:
-            why.append(f"{type(self.rotary).__qualname__} replaces RotaryEmbedding")
+            a, m = layer.self_attn, layer.mlp
+            parts = [(layer, LlamaDecoderLayer), (a, LlamaAttention), (m, LlamaMLP), (layer.input_layernorm, RMSNorm),
+                     (layer.post_attention_layernorm, RMSNorm), (a.qkv_proj, ColumnParallelLinear), (a.o_proj, RowParallelLinear),
+                     (m.gate_up_proj, ColumnParallelLinear), (m.down_proj, RowParallelLinear), (self.rotary, RotaryEmbedding)]
+            replaced.update(((type(obj), cls), None) for obj, cls in parts if type(obj) is not cls)
+        why += [f"{got.__qualname__} replaces {cls.__qualname__}" for got, cls in replaced]
         return why
 
     def forward_decode_plan(self, plan: Any, fb: Any) -> torch.Tensor:
