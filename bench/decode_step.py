@@ -1,9 +1,11 @@
 """One decode step, eager beside fused, in-process on the default model.
 
-Run: .venv/bin/python bench/decode_step.py [--dtype bfloat16] [--quantization gguf_q4] [--prefix 200] [--batches 1,16,64]
+Run: .venv/bin/python bench/decode_step.py [--dtype bfloat16] [--quantization gguf_q4] [--prefix 200] [--batches 1,16,64] [--contiguous]
 
-Every request of the batch has ``--prefix`` tokens in the KV cache (on pages
-of its own); each figure is the median of 10 steps after 3 warm-ups, in the
+Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
+its own, interleaved as requests that decode in step leave them (request i's
+page j is ``1 + j * batch + i``; ``--contiguous`` gives each request one run of
+pages instead, which the hardware prefetcher follows); each figure is the median of 10 steps after 3 warm-ups, in the
 same process, the eager step (``TorchNativeAttnBackend`` over the model's
 Python forward) and the fused plan (``--fused-decode``) alternating.
 """
@@ -24,6 +26,7 @@ def main() -> None:
     ap.add_argument("--quantization", default="gguf_q4")
     ap.add_argument("--prefix", type=int, default=200)
     ap.add_argument("--batches", default="1,16,64")
+    ap.add_argument("--contiguous", action="store_true", help="each request's pages in one run")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from sglang.srt.managers.scheduler import Scheduler
@@ -44,11 +47,15 @@ def main() -> None:
         runner.attn.init_forward_metadata(fb)
         return runner.model(fb.input_ids, fb.positions, fb, runner.attn)
 
-    print(f"one decode step, {args.dtype}{'+' + args.quantization if args.quantization else ''}, {args.prefix} cached tokens per request, "
+    print(f"one decode step, {args.dtype}{'+' + args.quantization if args.quantization else ''}, {args.prefix} cached tokens per request "
+          f"({'contiguous' if args.contiguous else 'interleaved'} pages), "
           f"{os.cpu_count()} cores, median of 10")
     print(f"{'batch':>5} {'eager':>10} {'fused':>10} {'speed-up':>9}")
     for b in batches:
-        pages = [[1 + i * pages_per_req + j for j in range(pages_per_req)] for i in range(b)]
+        if args.contiguous:
+            pages = [[1 + i * pages_per_req + j for j in range(pages_per_req)] for i in range(b)]
+        else:
+            pages = [[1 + j * b + i for j in range(pages_per_req)] for i in range(b)]
         fb = runner.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))
         times: dict[str, list[float]] = {"eager": [], "fused": []}
         with torch.inference_mode():
