@@ -136,6 +136,18 @@ def test_a_hook_inside_the_planned_code_keeps_the_eager_step_and_runs(sched):
     assert len(calls) == 4 * layers  # prefill and three decode steps, every layer
 
 
+def test_a_hook_on_the_packed_int4_product_keeps_the_eager_step(sched):
+    # under gguf_q4 the plan calls the int4 kernel itself, so q4_linear would never see the call
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    with restored_hooks():
+        HookRegistry.register("sglang.srt.layers.q4_packed.q4_linear", lambda *a, **k: None, HookType.BEFORE)
+        HookRegistry.apply_hooks()
+        with pytest.raises(FusedDecodeError, match="hooks are applied to sglang.srt.layers.q4_packed.q4_linear, which the plan would bypass"):
+            FusedDecode.create(sched.tp_worker.model_runner, "on")
+
+
 def test_a_subclassed_layer_keeps_the_eager_step(sched):
     from sglang.srt.models.llama import LlamaMLP
 

@@ -37,7 +37,8 @@ class TpModelWorker:
         tokens: list[int | None] = [None] * len(batch.samplers)
         infos: list[Any] = [None] * len(batch.samplers)
         if rows:
-            ids, inf = sample(logits[rows], [batch.samplers[i] for i in rows])
+            picked = logits if len(rows) == len(batch.samplers) else logits[rows]  # decode: every row samples, no 6 MB gather
+            ids, inf = sample(picked, [batch.samplers[i] for i in rows])
             if self.server_args.tp_size > 1:
                 ids = broadcast_from_first(torch.tensor(ids, dtype=torch.long)).tolist()
             for i, t, f in zip(rows, ids, inf):
