@@ -1,7 +1,7 @@
 """The fused CPU decode plan equals the eager decode step: logits and the K/V it writes.
 
 Tiny random Llama models (GQA and MHA, with and without q/k/v biases, float32
-and bfloat16, dense and packed-Q4 linears) over a paged pool whose pages are
+and bfloat16, dense, oneDNN-packed and packed-Q4 linears) over a paged pool whose pages are
 scattered, for batch sizes on both sides of the kernel's task split (4).
 """
 
@@ -16,6 +16,7 @@ from gguf.quants import quantize
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from sglang.srt.layers.cpu_kernels import load_decode_kernels
+from sglang.srt.layers.onednn_linear import prepack_linear_weights
 from sglang.srt.layers.q4_packed import q4_blocks
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
@@ -32,7 +33,7 @@ class _Runner:
         self.kv_pool = pool
 
 
-def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bool, seed: int) -> LlamaForCausalLM:
+def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bool, seed: int, onednn: bool = False) -> LlamaForCausalLM:
     cfg = ModelConfig("LlamaForCausalLM", hidden_size=128, num_hidden_layers=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       head_dim=32, intermediate_size=256, vocab_size=300, rope_theta=10000.0, rms_norm_eps=1e-5,
                       max_position_embeddings=1024, tie_word_embeddings=False, attention_bias=bias)
@@ -47,6 +48,8 @@ def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bo
                 w = (0.08 * rng.standard_normal(tuple(lin.weight.shape))).astype(np.float32)
                 blocks = q4_blocks(quantize(w, gguf.GGMLQuantizationType.Q4_1), "Q4_1", w.shape[1])
                 lin.load_q4([blocks] if hasattr(lin, "part_sizes") else blocks, max_batch=8)
+    if onednn:
+        assert prepack_linear_weights(model, batch_hint=64) == 4 * cfg.num_hidden_layers + 1
     return model.eval()
 
 
@@ -68,20 +71,22 @@ def kernels():
 
 
 CASES = [
-    # dtype, heads, kv_heads, bias, q4
-    (torch.float32, 4, 2, False, False),
-    (torch.float32, 4, 4, True, False),
-    (torch.bfloat16, 4, 2, False, False),
-    (torch.bfloat16, 6, 2, True, False),
-    (torch.bfloat16, 4, 2, False, True),
+    # dtype, heads, kv_heads, bias, q4, onednn
+    (torch.float32, 4, 2, False, False, False),
+    (torch.float32, 4, 4, True, False, False),
+    (torch.float32, 4, 2, True, False, True),
+    (torch.bfloat16, 4, 2, False, False, False),
+    (torch.bfloat16, 6, 2, True, False, False),
+    (torch.bfloat16, 4, 2, False, True, False),
+    (torch.bfloat16, 6, 2, True, True, True),
 ]
 
 
 @pytest.mark.parametrize("batch", [1, 3, 4, 8, 37])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{str(c[0])[6:]}-h{c[1]}kv{c[2]}{'-bias' if c[3] else ''}{'-q4' if c[4] else ''}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{str(c[0])[6:]}-h{c[1]}kv{c[2]}{'-bias' if c[3] else ''}{'-q4' if c[4] else ''}{'-onednn' if c[5] else ''}")
 def test_plan_equals_the_eager_step(kernels, case, batch):
-    dtype, heads, kv_heads, bias, q4 = case
-    model = make_model(dtype, heads, kv_heads, bias, q4, seed=batch)
+    dtype, heads, kv_heads, bias, q4, onednn = case
+    model = make_model(dtype, heads, kv_heads, bias, q4, seed=batch, onednn=onednn)
     pool = MHATokenToKVPool(SLOTS, PAGE, dtype, kv_heads, 32, 3, "cpu")
     gen = torch.Generator().manual_seed(100 + batch)
     for i in range(3):  # the cached prefix: random K/V already in the pool

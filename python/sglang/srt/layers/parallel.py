@@ -12,16 +12,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from sglang.srt.distributed.communication_op import tensor_model_parallel_all_gather, tensor_model_parallel_all_reduce
+from sglang.srt.layers.onednn_linear import onednn_linear
 from sglang.srt.layers.q4_packed import GROUP, pack, q4_linear
 
 Q4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q [N, K] uint8 in 0-15, scale [N, K/32], mn [N, K/32])
 
 
 class _PackedMixin:
-    """Optional packed 4-bit copy of the weight, used for batches up to ``q4_max_batch`` tokens."""
+    """Optional packed copies of the weight: 4-bit for batches up to ``q4_max_batch``
+    tokens (``--quantization gguf_q4``), and oneDNN's layout on CPU for the rest."""
 
     q4: tuple[torch.Tensor, torch.Tensor] | None = None
     q4_max_batch = 0
+    onednn: torch.Tensor | None = None
+    weight: nn.Parameter
+
+    def set_onednn(self, packed: torch.Tensor) -> None:
+        """Use ``packed`` (``onednn_linear.prepack``) instead of the dense weight, which is dropped (shape kept on ``meta``)."""
+        self.onednn = packed
+        self.weight = nn.Parameter(torch.empty(self.weight.shape, dtype=self.weight.dtype, device="meta"), requires_grad=False)
 
     def _set_q4(self, q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor, max_batch: int) -> None:
         self.q4 = pack(q, scale, mn)
@@ -31,6 +40,8 @@ class _PackedMixin:
         if self.q4 is not None and x.shape[0] <= self.q4_max_batch and x.dtype == torch.bfloat16:
             y = q4_linear(x, *self.q4)
             return y if bias is None else y + bias
+        if self.onednn is not None:
+            return onednn_linear(x, self.onednn, bias)
         return F.linear(x, weight, bias)
 
 
@@ -126,6 +137,13 @@ class ParallelLMHead(nn.Module):
     q8: torch.Tensor | None = None
     q8_scale: torch.Tensor | None = None
     q8_max_batch = 0
+    onednn: torch.Tensor | None = None
+
+    def set_onednn(self, packed: torch.Tensor) -> None:
+        """Logits through ``packed`` (``onednn_linear.prepack``); an untied dense weight is dropped, a tied one stays the embedding's."""
+        self.onednn = packed
+        if self.weight is not self.embedding.weight:
+            self.weight = nn.Parameter(torch.empty(self.weight.shape, dtype=self.weight.dtype, device="meta"), requires_grad=False)
 
     def load(self, weight: torch.Tensor) -> None:
         part = weight[self.embedding.start : self.embedding.start + self.embedding.shard_size]
@@ -148,6 +166,8 @@ class ParallelLMHead(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         if self.q8 is not None and h.shape[0] <= self.q8_max_batch and h.dtype == torch.bfloat16:
             logits = torch.ops.aten._weight_int8pack_mm(h, self.q8, self.q8_scale)
+        elif self.onednn is not None:
+            logits = onednn_linear(h, self.onednn, None)
         else:
             logits = F.linear(h, self.weight)
         if self.embedding.tp_size > 1:

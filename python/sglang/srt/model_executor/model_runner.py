@@ -66,6 +66,7 @@ class ModelRunner:
         current_platform.verify_quantization(get_exec().quantization)
         self.quant_config = current_platform.get_quantization_config(get_exec().quantization)
 
+        from sglang.srt.layers import onednn_linear
         from sglang.srt.layers.q4_packed import PackedQ4Config
 
         packed_q4 = isinstance(self.quant_config, PackedQ4Config)
@@ -82,6 +83,10 @@ class ModelRunner:
         if packed_q4:
             n = self.model.load_packed_q4(weights.packed_q4 or {}, self.quant_config.max_batch)
             logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
+        if self.device.type == "cpu" and onednn_linear.available():
+            # after the quantized copies, which read the dense weights this drops
+            n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64)
+            logger.info("oneDNN-packed weights on %d linear layers", n)
         self.model.eval()
         del weights
         logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)

@@ -101,7 +101,7 @@ class LlamaForCausalLM(nn.Module):
 
         def linear(lin: Any) -> list[torch.Tensor | None]:
             packed, sz = lin.q4 if lin.q4 is not None else (None, None)
-            return [lin.weight, getattr(lin, "bias", None), packed, sz]
+            return [lin.weight, getattr(lin, "bias", None), packed, sz, lin.onednn]
 
         for i, layer in enumerate(self.layers):
             a, m = layer.self_attn, layer.mlp

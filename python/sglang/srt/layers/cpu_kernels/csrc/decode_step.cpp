@@ -1,7 +1,7 @@
 // Fused CPU decode step for Llama-family decoders: every layer of one decode
 // forward in a single call, so the per-op Python dispatch of the eager loop
 // (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
-// ATen calls (dense GEMM or the packed int4 kernel); norms, rotary, the KV
+// ATen calls (oneDNN-packed or dense GEMM, or the packed int4 kernel); norms, rotary, the KV
 // write and paged attention (K/V read in place from the pool) are loops here.
 // Built and loaded by sglang/srt/layers/cpu_kernels/build.py.
 //
@@ -20,11 +20,23 @@
 
 namespace {
 
+// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm): oneDNN's
+// linear over a weight packed by mkldnn::_reorder_linear_weight
+at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+  c10::List<c10::optional<at::Scalar>> scalars;
+  scalars.push_back(c10::nullopt);
+  torch::jit::Stack stack{x, w, bias.defined() ? c10::IValue(bias) : c10::IValue(), std::string("none"), scalars, c10::IValue()};
+  op.callBoxed(stack);
+  return stack[0].toTensor();
+}
+
 struct Linear {
-  at::Tensor weight;  // [N, K] dense, model dtype
+  at::Tensor weight;  // [N, K] dense, model dtype; on meta (shape only) when onednn holds it
   at::Tensor bias;    // [N] or undefined
   at::Tensor packed;  // int4-packed weight for small batches, or undefined
   at::Tensor sz;      // scales and zeros of the packed weight
+  at::Tensor onednn;  // the weight in oneDNN's packed layout, or undefined
   int64_t packed_max_batch = 0;
 
   at::Tensor operator()(const at::Tensor& x) const {
@@ -32,6 +44,7 @@ struct Linear {
       at::Tensor y = at::_weight_int4pack_mm_for_cpu(x, packed, 32, sz);
       return bias.defined() ? y.add_(bias) : y;
     }
+    if (onednn.defined()) return onednn_linear(x, onednn, bias);
     return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
   }
 };
@@ -237,7 +250,7 @@ class DecodePlan {
 
  private:
   static Linear make_linear(const std::vector<c10::optional<at::Tensor>>& p, int64_t packed_max_batch) {
-    TORCH_CHECK(p.size() == 4, "a linear is (weight, bias, packed, scales_and_zeros)");
+    TORCH_CHECK(p.size() == 5, "a linear is (weight, bias, packed, scales_and_zeros, onednn)");
     Linear l;
     l.weight = p[0].value();
     if (p[1].has_value()) l.bias = *p[1];
@@ -246,6 +259,8 @@ class DecodePlan {
       l.sz = p[3].value();
       l.packed_max_batch = packed_max_batch;
     }
+    if (p[4].has_value()) l.onednn = *p[4];
+    TORCH_CHECK(!l.weight.is_meta() || l.onednn.defined(), "a linear whose dense weight was dropped needs its oneDNN-packed weight");
     return l;
   }
 
