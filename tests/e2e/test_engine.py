@@ -192,9 +192,22 @@ def test_bfloat16_with_packed_q4_weights_keeps_the_answer(engine):
     assert "Paris" in out["text"]
 
 
-def test_packed_q4_without_bfloat16_fails_start_up_with_the_fix():
-    with pytest.raises(EngineDeadError, match="add --dtype bfloat16"):
-        sglang.Engine(dtype="float32", quantization="gguf_q4", log_level="error", max_total_tokens=2048)
+def test_float32_with_packed_q4_weights_gives_the_float32_greedy_tokens(engine):
+    # the fused step's float32 Q4 kernel computes the very weights the dense path holds: only sums reorder
+    ids = [_chat_ids(engine, p) for p in PROMPTS[:4]]
+    params = {"temperature": 0, "max_new_tokens": 16, "ignore_eos": True}
+    want = [r["output_ids"] for r in engine.generate(input_ids=ids[:1], sampling_params=params)]  # batch 1: the Q4 kernel
+    want += [r["output_ids"] for r in engine.generate(input_ids=ids, sampling_params=params)]
+    with sglang.Engine(dtype="float32", quantization="gguf_q4", log_level="warning", max_total_tokens=2048) as packed:
+        got = [r["output_ids"] for r in packed.generate(input_ids=ids[:1], sampling_params=params)]
+        got += [r["output_ids"] for r in packed.generate(input_ids=ids, sampling_params=params)]
+    assert [len(t) for t in want] == [16] * 5
+    assert got == want
+
+
+def test_packed_q4_in_float16_fails_start_up_with_the_fix():
+    with pytest.raises(EngineDeadError, match="add --dtype bfloat16 or --dtype float32"):
+        sglang.Engine(dtype="float16", quantization="gguf_q4", log_level="error", max_total_tokens=2048)
 
 
 NODE1 = """

@@ -11,7 +11,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from gguf.quants import quantize
+from gguf.quants import dequantize, quantize
 
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
@@ -46,7 +46,9 @@ def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bo
         for layer in model.layers:
             for lin in (layer.self_attn.qkv_proj, layer.self_attn.o_proj, layer.mlp.gate_up_proj, layer.mlp.down_proj):
                 w = (0.08 * rng.standard_normal(tuple(lin.weight.shape))).astype(np.float32)
-                blocks = q4_blocks(quantize(w, gguf.GGMLQuantizationType.Q4_1), "Q4_1", w.shape[1])
+                raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
+                lin.weight.data.copy_(torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1).copy()))  # what the loader holds
+                blocks = q4_blocks(raw, "Q4_1", w.shape[1])
                 lin.load_q4([blocks] if hasattr(lin, "part_sizes") else blocks, max_batch=8)
     if onednn:
         assert prepack_linear_weights(model, batch_hint=64) == 4 * cfg.num_hidden_layers + 1
@@ -75,6 +77,7 @@ CASES = [
     (torch.float32, 4, 2, False, False, False),
     (torch.float32, 4, 4, True, False, False),
     (torch.float32, 4, 2, True, False, True),
+    (torch.float32, 6, 2, False, True, True),  # the plan's float32 Q4 kernel up to 4 rows, oneDNN above
     (torch.bfloat16, 4, 2, False, False, False),
     (torch.bfloat16, 6, 2, True, False, False),
     (torch.bfloat16, 4, 2, False, True, False),

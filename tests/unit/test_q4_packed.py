@@ -61,3 +61,38 @@ def test_int8_lm_head_is_close_and_used_only_for_small_bfloat16_batches():
     err = (small - dense[:8]).abs().max() / dense[:8].abs().max()
     assert 0 < err < 0.01  # quantized, and close
     assert torch.equal(head(h).float(), dense)  # 12 rows > max_batch: the dense weight
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+@pytest.mark.parametrize("rows", [1, 3, 16])
+def test_float32_kernel_is_the_dense_float32_product_up_to_summation_order(kind, rows):
+    # the kernel rebuilds each weight as fma(scale, q, min): the gguf package's float32 value exactly,
+    # so against a float64 product it is as close as the dense float32 product is
+    from sglang.srt.layers.cpu_kernels import load_decode_kernels
+    from sglang.srt.layers.q4_packed import pack_f32
+
+    t = getattr(gguf.GGMLQuantizationType, kind)
+    w = (0.1 * np.random.default_rng(3).standard_normal((200, 320))).astype(np.float32)  # 200 rows: 12 blocks of 16 and a tail
+    raw = quantize(w, t)
+    dense = torch.from_numpy(dequantize(raw, t).copy())
+    x = torch.randn(rows, 320)
+    y = load_decode_kernels().q4_linear_f32(x, *pack_f32(*q4_blocks(raw, kind, 320)))
+    exact = x.double() @ dense.double().t()
+    dense_err = ((x @ dense.t()).double() - exact).abs().max().item()
+    assert y.dtype == torch.float32 and y.shape == (rows, 200)
+    assert (y.double() - exact).abs().max().item() <= 2 * dense_err + 1e-7
+
+
+def test_float32_layers_keep_the_packed_copy_in_the_fused_kernels_format():
+    from sglang.srt.layers.q4_packed import F32_MAX_BATCH
+
+    w = np.random.default_rng(4).standard_normal((64, 128)).astype(np.float32)
+    raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
+    col = ColumnParallelLinear(128, [64], False, 1, 0, torch.float32)
+    col.load([torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1).copy())])
+    col.load_q4([q4_blocks(raw, "Q4_1", 128)], max_batch=8)
+    nib, sm = col.q4
+    assert nib.dtype == torch.uint8 and nib.shape == (64, 64) and sm.dtype == torch.float32 and sm.shape == (64, 4, 2)
+    assert col.q4_max_batch == F32_MAX_BATCH  # the dense float32 product is faster above it
+    x = torch.randn(2, 128)
+    assert torch.equal(col(x), x @ col.weight.t())  # the eager path keeps the dense product

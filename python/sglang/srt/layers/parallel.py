@@ -13,7 +13,7 @@ from torch import nn
 
 from sglang.srt.distributed.communication_op import tensor_model_parallel_all_gather, tensor_model_parallel_all_reduce
 from sglang.srt.layers.onednn_linear import onednn_linear
-from sglang.srt.layers.q4_packed import GROUP, pack, q4_linear
+from sglang.srt.layers.q4_packed import F32_MAX_BATCH, GROUP, pack, pack_f32, q4_linear
 
 Q4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q [N, K] uint8 in 0-15, scale [N, K/32], mn [N, K/32])
 
@@ -33,8 +33,10 @@ class _PackedMixin:
         self.weight = nn.Parameter(torch.empty(self.weight.shape, dtype=self.weight.dtype, device="meta"), requires_grad=False)
 
     def _set_q4(self, q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor, max_batch: int) -> None:
-        self.q4 = pack(q, scale, mn)
-        self.q4_max_batch = max_batch
+        # bfloat16: torch's int4 kernel, here and in the fused plan; float32: the plan's exact kernel only
+        f32 = self.weight.dtype == torch.float32
+        self.q4 = pack_f32(q, scale, mn) if f32 else pack(q, scale, mn)
+        self.q4_max_batch = min(max_batch, F32_MAX_BATCH) if f32 else max_batch
 
     def _mm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if self.q4 is not None and x.shape[0] <= self.q4_max_batch and x.dtype == torch.bfloat16:

@@ -1,11 +1,17 @@
 """Packed 4-bit weights (GGUF Q4_0 / Q4_1 kept as they are) for small-batch decode.
 
 A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
-``q`` in [0, 15] (Q4_1: ``mn`` stored; Q4_0: ``mn = -8 * scale``). torch's CPU
-int4 kernel computes ``(q - 8) * s + z``, so ``s = scale`` and
-``z = mn + 8 * scale`` reproduce the block exactly. Decode steps read 4.5
-bits per weight instead of 16; large batches are compute-bound and keep the
-dense bfloat16 weights.
+``q`` in [0, 15] (Q4_1: ``mn`` stored; Q4_0: ``mn = -8 * scale``).
+
+- bfloat16 models: torch's CPU int4 kernel computes ``(q - 8) * s + z`` with
+  ``s = scale`` and ``z = mn + 8 * scale`` held in bfloat16 (``pack``).
+- float32 models: the fused plan's own kernel (``pack_f32``) computes each
+  weight as ``fma(scale, q, mn)`` in float32, which is exactly the value the
+  gguf package dequantizes, so only the summation order differs from the dense
+  float32 product. The eager path keeps the dense product.
+
+Decode steps read 4.5 bits per weight instead of 16 or 32; large batches are
+compute-bound and keep the dense weights.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import numpy as np
 import torch
 
 GROUP = 32
+# above this many rows oneDNN's dense float32 product beats the float32 Q4
+# kernel (its FMAs grow with the rows; measured: faster at 1, 2 and 4, slower at 8)
+F32_MAX_BATCH = 4
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,16 @@ def pack(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
     sz = torch.stack([scale.t(), (mn + 8.0 * scale).t()], dim=-1).to(torch.bfloat16).contiguous()
     return packed, sz
+
+
+def pack_f32(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(nibbles uint8 [N, K/2] in GGUF's block order, scale/min float32 [N, K/32, 2]) for the fused
+    plan's float32 kernel, which computes each weight as ``fma(scale, q, min)``: exactly the float32
+    value the gguf package dequantizes (the product of a float16 scale and q < 16 is exact)."""
+    n, k = q.shape
+    blocks = q.view(n, k // GROUP, 2, GROUP // 2)  # per block: weights 0-15, then 16-31
+    nib = (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
+    return nib, torch.stack([scale, mn], dim=-1).float().contiguous()
 
 
 def q4_linear(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:

@@ -70,8 +70,9 @@ class ModelRunner:
         from sglang.srt.layers.q4_packed import PackedQ4Config
 
         packed_q4 = isinstance(self.quant_config, PackedQ4Config)
-        if packed_q4 and self.dtype != torch.bfloat16:
-            raise ValueError("--quantization gguf_q4 runs its int4 kernels on bfloat16 activations: add --dtype bfloat16")
+        if packed_q4 and self.dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError(f"--quantization gguf_q4 has kernels for bfloat16 and float32 models, not {self.dtype}: "
+                             "add --dtype bfloat16 or --dtype float32")
         t0 = time.perf_counter()
         weights = read_weights(server_args.model_path, keep_q4=packed_q4)
         self.model_config = weights.config

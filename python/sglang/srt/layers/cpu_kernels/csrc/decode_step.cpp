@@ -20,41 +20,6 @@
 
 namespace {
 
-// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm): oneDNN's
-// linear over a weight packed by mkldnn::_reorder_linear_weight
-at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
-  c10::List<c10::optional<at::Scalar>> scalars;
-  scalars.push_back(c10::nullopt);
-  torch::jit::Stack stack{x, w, bias.defined() ? c10::IValue(bias) : c10::IValue(), std::string("none"), scalars, c10::IValue()};
-  op.callBoxed(stack);
-  return stack[0].toTensor();
-}
-
-struct Linear {
-  at::Tensor weight;  // [N, K] dense, model dtype; on meta (shape only) when onednn holds it
-  at::Tensor bias;    // [N] or undefined
-  at::Tensor packed;  // int4-packed weight for small batches, or undefined
-  at::Tensor sz;      // scales and zeros of the packed weight
-  at::Tensor onednn;  // the weight in oneDNN's packed layout, or undefined
-  int64_t packed_max_batch = 0;
-
-  at::Tensor operator()(const at::Tensor& x) const {
-    if (packed.defined() && x.size(0) <= packed_max_batch) {
-      at::Tensor y = at::_weight_int4pack_mm_for_cpu(x, packed, 32, sz);
-      return bias.defined() ? y.add_(bias) : y;
-    }
-    if (onednn.defined()) return onednn_linear(x, onednn, bias);
-    return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
-  }
-};
-
-struct Layer {
-  at::Tensor input_norm, post_norm;  // [hidden]
-  Linear qkv, o, gate_up, down;
-  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim], model dtype
-};
-
 template <typename T>
 inline T round_to(float x) { return static_cast<T>(x); }
 
@@ -178,6 +143,103 @@ inline float fast_exp(float x) {
   std::memcpy(&p, &bits, 4);
   return p;
 }
+
+// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm): oneDNN's
+// linear over a weight packed by mkldnn::_reorder_linear_weight
+at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+  c10::List<c10::optional<at::Scalar>> scalars;
+  scalars.push_back(c10::nullopt);
+  torch::jit::Stack stack{x, w, bias.defined() ? c10::IValue(bias) : c10::IValue(), std::string("none"), scalars, c10::IValue()};
+  op.callBoxed(stack);
+  return stack[0].toTensor();
+}
+
+typedef uint8_t vu8x16 __attribute__((vector_size(16)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+inline float hsum16(vf16 v) {
+  float s = 0.f;
+  for (int i = 0; i < 16; ++i) s += v[i];
+  return s;
+}
+
+// y[M, N] = x[M, K] @ W.T for float32 x and GGUF Q4 weights kept packed:
+// nib [N, K/2] (byte i of a 32-weight block: weight i in the low nibble,
+// weight i + 16 in the high one, as GGUF stores them), sm [N, K/32, 2]
+// float32 (scale, min). Each weight is fma(scale, q, min): with q < 16 and a
+// float16 scale the product is exact, so this is the float32 value the gguf
+// package dequantizes (Q4_1: scale * q + min; Q4_0: min = -8 * scale) and
+// only the summation order differs from a dense float32 product. Rows of W
+// in parallel, 16 at a time so their sums come out of one reduction.
+at::Tensor q4_linear_f32(const at::Tensor& x_in, const at::Tensor& nib, const at::Tensor& sm) {
+  const at::Tensor x = x_in.contiguous();
+  const int64_t M = x.size(0), K = x.size(1), N = nib.size(0), NB = K / 32;
+  TORCH_CHECK(K % 32 == 0 && nib.size(1) == K / 2 && sm.size(0) == N && sm.size(1) == NB, "packed Q4 weight does not match the input");
+  TORCH_CHECK(M <= 16, "the float32 Q4 kernel takes at most 16 rows");
+  at::Tensor y = at::empty({M, N}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const uint8_t* np = nib.data_ptr<uint8_t>();
+  const float* sp = sm.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, (N + 15) / 16, 4, [&](int64_t begin, int64_t end) {
+    std::vector<vf16> part(M * 16), acc(M);
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t n0 = blk * 16, rows = std::min<int64_t>(16, N - n0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* q = np + (n0 + r) * (K / 2);
+        const float* s = sp + (n0 + r) * NB * 2;
+        std::fill(acc.begin(), acc.end(), vf16{});
+        for (int64_t b = 0; b < NB; ++b) {
+          vu8x16 raw;
+          std::memcpy(&raw, q + b * 16, 16);
+          const vf16 lo = __builtin_convertvector(__builtin_convertvector(raw & 15, vi16), vf16);
+          const vf16 hi = __builtin_convertvector(__builtin_convertvector(raw >> 4, vi16), vf16);
+          const float scale = s[2 * b], mn = s[2 * b + 1];
+          const vf16 wlo = scale * lo + mn, whi = scale * hi + mn;
+          for (int64_t m = 0; m < M; ++m) {
+            const float* xr = xp + m * K + b * 32;
+            acc[m] += wlo * load16(xr) + whi * load16(xr + 16);
+          }
+        }
+        for (int64_t m = 0; m < M; ++m) part[m * 16 + r] = acc[m];
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        if (rows == 16) {
+          const vf16 sums = lane_sums16(&part[m * 16]);
+          std::memcpy(yp + m * N + n0, &sums, sizeof(sums));
+        } else {
+          for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum16(part[m * 16 + r]);
+        }
+      }
+    }
+  });
+  return y;
+}
+
+struct Linear {
+  at::Tensor weight;  // [N, K] dense, model dtype; on meta (shape only) when onednn holds it
+  at::Tensor bias;    // [N] or undefined
+  at::Tensor packed;  // int4-packed weight for small batches, or undefined
+  at::Tensor sz;      // its scales and zeros: bfloat16 for torch's int4 kernel, float32 for q4_linear_f32
+  at::Tensor onednn;  // the weight in oneDNN's packed layout, or undefined
+  int64_t packed_max_batch = 0;
+
+  at::Tensor operator()(const at::Tensor& x) const {
+    if (packed.defined() && x.size(0) <= packed_max_batch) {
+      // float32 scales: this file's exact float32 kernel; bfloat16 ones: torch's int4 kernel
+      at::Tensor y = sz.scalar_type() == at::kFloat ? q4_linear_f32(x, packed, sz) : at::_weight_int4pack_mm_for_cpu(x, packed, 32, sz);
+      return bias.defined() ? y.add_(bias) : y;
+    }
+    if (onednn.defined()) return onednn_linear(x, onednn, bias);
+    return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+  }
+};
+
+struct Layer {
+  at::Tensor input_norm, post_norm;  // [hidden]
+  Linear qkv, o, gate_up, down;
+  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim], model dtype
+};
 
 class DecodePlan {
  public:
@@ -417,4 +479,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("num_layers", &DecodePlan::num_layers)
       // the step touches no Python object: other threads of the process run meanwhile
       .def("run", &DecodePlan::run, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T");
 }
