@@ -114,6 +114,23 @@ def test_gguf_q4_packs_the_default_model_and_keeps_its_answers():
     assert model.layers[0].self_attn.qkv_proj.q4 is not None
 
 
+def test_the_default_gguf_hands_over_its_q8_0_embedding_exactly():
+    from sglang.srt.layers.q4_packed import q8_rows
+    from sglang.srt.model_loader import read_weights as rw
+
+    w = rw("smollm2-135m-instruct")
+    q, scale = w.embed_q8
+    dense = w.tensors["model.embed_tokens.weight"]
+    assert q.dtype == torch.int8 and q.shape == dense.shape and scale.shape == (dense.shape[0], dense.shape[1] // 32)
+    ids = torch.tensor([0, 1, 2, 1000, dense.shape[0] - 1])
+    assert torch.equal(q8_rows(q, scale, ids, torch.float32), dense[ids])
+
+
+def test_a_hugging_face_directory_has_no_q8_embedding(tmp_path):
+    path, _ = _save_tiny(tmp_path, "llama")
+    assert read_weights(str(path)).embed_q8 is None
+
+
 def test_gguf_q4_needs_a_gguf_file(tmp_path):
     path, _ = _save_tiny(tmp_path, "llama")
     with pytest.raises(ModelLoadError, match="--quantization gguf_q4 keeps a GGUF's packed weights"):

@@ -69,3 +69,52 @@ def test_an_untied_head_drops_its_own_weight():
     prepack_linear_weights(head, batch_hint=64)
     assert head.weight.is_meta and not emb.weight.is_meta
     torch.testing.assert_close(head(x), want, atol=1e-5, rtol=1e-5)
+
+
+def _q8_matrix(rows: int, cols: int):
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize, quantize
+
+    from sglang.srt.layers.q4_packed import q8_blocks
+
+    w = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
+    raw = quantize(w, gguf.GGMLQuantizationType.Q8_0)
+    return q8_blocks(raw, cols), torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q8_0).copy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_q8_rows_are_the_gguf_dequantization_bit_for_bit(dtype):
+    from sglang.srt.layers.q4_packed import q8_rows
+
+    (q, scale), dense = _q8_matrix(300, 64)
+    ids = torch.tensor([[0, 299, 17], [5, 5, 123]])
+    assert torch.equal(q8_rows(q, scale, ids, dtype), dense.to(dtype)[ids])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_tied_head_with_q8_blocks_drops_the_dense_embedding_and_keeps_every_result(dtype):
+    (q, scale), dense = _q8_matrix(300, 64)
+    emb = VocabParallelEmbedding(300, 64, 1, 0, dtype)
+    emb.load(dense)
+    head = ParallelLMHead(emb, True, 64, dtype)
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    ids, h = torch.tensor([3, 299, 0, 42]), torch.randn(4, 64).to(dtype)
+    want_rows, want_logits = emb(ids), head(h)
+    prepack_linear_weights(model, batch_hint=64, embed_q8=(q, scale))
+    assert emb.weight.is_meta and head.weight is emb.weight
+    assert torch.equal(emb(ids), want_rows)
+    if dtype == torch.bfloat16:
+        assert torch.equal(head(h), want_logits)
+    else:
+        torch.testing.assert_close(head(h), want_logits, atol=1e-5, rtol=1e-5)
+
+
+def test_a_tensor_parallel_shard_keeps_its_own_rows_of_the_q8_blocks():
+    (q, scale), _ = _q8_matrix(301, 64)  # 301 rows over 2 ranks: shards of 151, the last padded by one row
+    emb = VocabParallelEmbedding(301, 64, 2, 1, torch.float32)
+    emb.set_q8(q, scale)
+    sq, ss = emb.q8
+    assert sq.shape == (151, 64) and ss.shape == (151, 2)
+    assert torch.equal(sq[:150], q[151:]) and torch.equal(ss[:150], scale[151:])
+    assert not sq[150].any() and not ss[150].any()

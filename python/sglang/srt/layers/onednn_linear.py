@@ -37,19 +37,24 @@ def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [None], "")
 
 
-def prepack_linear_weights(model: torch.nn.Module, batch_hint: int) -> int:
+def prepack_linear_weights(model: torch.nn.Module, batch_hint: int, embed_q8: tuple[torch.Tensor, torch.Tensor] | None = None) -> int:
     """Pack every tensor-parallel linear layer and LM head of a CPU ``model``; returns how many.
 
     Skips modules whose weight is not float32/bfloat16 or not on the CPU.
-    A tied LM head packs its own copy and leaves the embedding's weight dense.
+    A tied LM head packs its own copy and leaves the embedding's weight dense,
+    unless ``embed_q8`` (the GGUF's Q8_0 blocks of that matrix) is given: then
+    the embedding looks rows up in those (exactly) and the dense copy goes.
     """
     from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear
 
     n = 0
-    for mod in model.modules():
+    for mod in list(model.modules()):
         if isinstance(mod, (ColumnParallelLinear, RowParallelLinear, ParallelLMHead)):
             w = mod.weight
             if w.device.type == "cpu" and w.dtype in _DTYPES and not w.is_meta:
                 mod.set_onednn(prepack(w, batch_hint))
                 n += 1
+            if isinstance(mod, ParallelLMHead) and mod.onednn is not None and embed_q8 is not None and mod.weight is mod.embedding.weight:
+                mod.embedding.set_q8(*embed_q8)
+                mod.weight = mod.embedding.weight  # the meta stand-in: nothing holds the dense matrix now
     return n

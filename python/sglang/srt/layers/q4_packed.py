@@ -55,6 +55,25 @@ def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, to
     return torch.from_numpy(q), torch.from_numpy(scale), torch.from_numpy(mn)
 
 
+def q8_blocks(raw: np.ndarray, n_cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Raw GGUF Q8_0 bytes ``[rows, bytes]`` -> (q int8 [rows, K], scale float32 [rows, K/32]).
+
+    A Q8_0 block is a float16 scale and 32 int8 values, ``w = scale * q``: in
+    float32 that product is exact, so ``q8_rows`` rebuilds the dequantized rows bit for bit.
+    """
+    rows, nb = raw.shape[0], n_cols // GROUP
+    blocks = np.ascontiguousarray(raw).reshape(rows, nb, 34)
+    scale = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    q = blocks[..., 2:34].copy().view(np.int8).reshape(rows, n_cols)
+    return torch.from_numpy(q), torch.from_numpy(scale)
+
+
+def q8_rows(q: torch.Tensor, scale: torch.Tensor, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Rows ``ids`` of a Q8_0 matrix, dequantized to ``dtype`` (through the exact float32 value)."""
+    rq = q[ids].float()
+    return (rq.view(*rq.shape[:-1], -1, GROUP) * scale[ids].unsqueeze(-1)).reshape(rq.shape).to(dtype)
+
+
 def pack(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(packed int4 weight, scales-and-zeros [K/32, N, 2] bfloat16) for the CPU kernel."""
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)

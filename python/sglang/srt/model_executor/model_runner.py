@@ -86,7 +86,7 @@ class ModelRunner:
             logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
         if self.device.type == "cpu" and onednn_linear.available():
             # after the quantized copies, which read the dense weights this drops
-            n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64)
+            n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64, embed_q8=weights.embed_q8)
             logger.info("oneDNN-packed weights on %d linear layers", n)
         self.model.eval()
         del weights

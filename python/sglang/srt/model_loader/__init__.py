@@ -18,6 +18,7 @@ class LoadedWeights:
     tensors: dict[str, Any]
     tokenizer_info: dict[str, Any] | None  # GGUF-embedded tokenizer, else None
     packed_q4: dict[str, Any] | None = None  # GGUF Q4 blocks when asked for (keep_q4)
+    embed_q8: Any = None  # a GGUF's Q8_0 token embedding as (int8 values, float32 scales), else None
 
 
 def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
@@ -25,8 +26,8 @@ def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
     if path.is_file():
         from sglang.srt.model_loader.gguf_loader import read_gguf
 
-        cfg, tensors, tok, packed = read_gguf(path, keep_q4)
-        return LoadedWeights(path, cfg, tensors, tok, packed)
+        cfg, tensors, tok, packed, embed_q8 = read_gguf(path, keep_q4)
+        return LoadedWeights(path, cfg, tensors, tok, packed, embed_q8)
     if keep_q4:
         raise ModelLoadError(f"--quantization gguf_q4 keeps a GGUF's packed weights; {path} is a directory, not a .gguf file")
     from sglang.srt.model_loader.hf_loader import read_hf_dir

@@ -85,23 +85,26 @@ def _config(reader: Any, path: Path) -> ModelConfig:
     )
 
 
-def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks)``.
+def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+    """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks, embedding Q8_0 blocks)``.
 
     With ``keep_q4`` the Q4_0/Q4_1 weights are also returned as raw blocks
-    ``{hf_name: (q, scale, mn)}`` (rows un-permuted like the dense copy).
+    ``{hf_name: (q, scale, mn)}`` (rows un-permuted like the dense copy). A
+    Q8_0 token embedding is always returned as ``(q int8 [V, H], scale
+    float32 [V, H/32])``, else None (``q8_blocks``).
     """
     import numpy as np
     import torch
     from gguf.quants import dequantize
 
-    from sglang.srt.layers.q4_packed import q4_blocks
+    from sglang.srt.layers.q4_packed import q4_blocks, q8_blocks
 
     reader = _open(path)
     cfg = _config(reader, path)
     arch = _field(reader, "general.architecture")
     tensors: dict[str, Any] = {}
     packed: dict[str, Any] = {}
+    embed_q8 = None
     for t in progress(reader.tensors, desc=f"Loading {path.name}"):
         hf = _hf_name(t.name)
         if hf is None:
@@ -122,7 +125,9 @@ def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str,
             elif arch == "llama" and t.name.endswith("attn_k.weight"):
                 blocks = tuple(_unpermute(b.numpy(), cfg.num_key_value_heads) for b in blocks)
             packed[hf] = tuple(torch.as_tensor(np.ascontiguousarray(b)) for b in blocks)
-    return cfg, tensors, _tokenizer_info(reader), packed
+        if hf == "model.embed_tokens.weight" and t.tensor_type.name == "Q8_0":
+            embed_q8 = q8_blocks(np.asarray(t.data), arr.shape[1])
+    return cfg, tensors, _tokenizer_info(reader), packed, embed_q8
 
 
 def read_gguf_tokenizer(path: Path) -> dict[str, Any]:
