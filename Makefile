@@ -44,6 +44,7 @@ bench: install-test kernels
 	$(PY) bench/context.py
 	$(PY) bench/decode_step.py
 	$(PY) bench/offline.py
+	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py
 
 clean:
