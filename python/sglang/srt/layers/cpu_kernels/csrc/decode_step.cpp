@@ -1,8 +1,9 @@
 // Fused CPU decode step for Llama-family decoders: every layer of one decode
 // forward in a single call, so the per-op Python dispatch of the eager loop
 // (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
-// ATen calls (oneDNN-packed or dense GEMM, or the packed int4 kernel); norms, rotary, the KV
-// write and paged attention (K/V read in place from the pool) are loops here.
+// library calls (oneDNN's packed linear, dense GEMM, torch's int4 kernel) but
+// for float32 Q4 weights (q4_linear_f32); norms, rotary, the KV write and
+// paged attention (K/V read in place from the pool) are loops here.
 // Built and loaded by sglang/srt/layers/cpu_kernels/build.py.
 //
 // Rounding follows the eager torch code op by op (each bfloat16 op rounds its
