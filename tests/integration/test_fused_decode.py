@@ -148,6 +148,33 @@ def test_a_hook_on_the_packed_int4_product_keeps_the_eager_step(sched):
             FusedDecode.create(sched.tp_worker.model_runner, "on")
 
 
+def test_a_hook_that_may_read_linear_weights_keeps_them_dense(caplog):
+    # a LoRA-style hook reads self.weight: packing would have left it a meta tensor
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    seen = []
+
+    def lora(original_fn, self, x):
+        seen.append(self.weight.is_meta)
+        return original_fn(self, x) + 0 * (x @ self.weight.t())
+
+    with get_context().preserve_config(), restored_hooks():
+        HookRegistry.register("sglang.srt.layers.parallel.ColumnParallelLinear.forward", lora, HookType.AROUND)
+        HookRegistry.apply_hooks()
+        with caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.model_runner"):
+            s = make_scheduler()
+        assert "dense weights kept for the hooks on sglang.srt.layers.parallel.ColumnParallelLinear.forward" in caplog.text
+        assert s.tp_worker.model_runner.model.layers[0].mlp.gate_up_proj.onednn is None
+        assert generate(s, PROMPTS[:1], n=3)[0]
+    assert seen and not any(seen)
+
+
+def test_the_default_runner_packs_its_linear_weights(sched):
+    model = sched.tp_worker.model_runner.model
+    assert model.layers[0].mlp.gate_up_proj.onednn is not None and model.layers[0].mlp.gate_up_proj.weight.is_meta
+
+
 def test_a_subclassed_layer_keeps_the_eager_step(sched):
     from sglang.srt.models.llama import LlamaMLP
 

@@ -12,7 +12,8 @@ results differ from MKL's in summation order only.
 The packed copy replaces the dense weight: the module keeps a ``meta``
 tensor of the same shape as ``weight`` (so shape checks still work and
 memory does not double). Who may call ``prepack_linear_weights``: the model
-runner, once, after every weight (and any quantized copy) is loaded.
+runner, once, after every weight (and any quantized copy) is loaded, and only
+when ``hooks_on_weight_readers()`` is empty.
 """
 
 from __future__ import annotations
@@ -20,6 +21,23 @@ from __future__ import annotations
 import torch
 
 _DTYPES = (torch.float32, torch.bfloat16)
+
+# Code that may read a linear layer's dense ``weight``: a hook applied to any
+# of its functions (a LoRA, a probe) would find a ``meta`` tensor, so the
+# runner keeps the dense weights instead of packing them.
+WEIGHT_READERS = (
+    "sglang.srt.models.",
+    "sglang.srt.layers.parallel.",
+    "sglang.srt.layers.q4_packed.",
+    "sglang.srt.layers.onednn_linear.",
+)
+
+
+def hooks_on_weight_readers() -> list[str]:
+    """Applied hook targets inside ``WEIGHT_READERS`` (empty: packing is safe)."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    return sorted(t for t in HookRegistry.applied_targets() if t.startswith(WEIGHT_READERS))
 
 
 def available() -> bool:

@@ -85,9 +85,11 @@ class ModelRunner:
             n = self.model.load_packed_q4(weights.packed_q4 or {}, self.quant_config.max_batch)
             logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
         if self.device.type == "cpu" and onednn_linear.available():
-            # after the quantized copies, which read the dense weights this drops
-            n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64, embed_q8=weights.embed_q8)
-            logger.info("oneDNN-packed weights on %d linear layers", n)
+            if hooked := onednn_linear.hooks_on_weight_readers():
+                logger.info("oneDNN weight packing: not used, dense weights kept for the hooks on %s", ", ".join(hooked))
+            else:  # after the quantized copies, which read the dense weights this drops
+                n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64, embed_q8=weights.embed_q8)
+                logger.info("oneDNN-packed weights on %d linear layers", n)
         self.model.eval()
         del weights
         logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)
