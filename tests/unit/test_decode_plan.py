@@ -33,10 +33,11 @@ class _Runner:
         self.kv_pool = pool
 
 
-def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bool, seed: int, onednn: bool = False) -> LlamaForCausalLM:
+def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bool, seed: int, onednn: bool = False,
+               tied: bool = False) -> LlamaForCausalLM:
     cfg = ModelConfig("LlamaForCausalLM", hidden_size=128, num_hidden_layers=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       head_dim=32, intermediate_size=256, vocab_size=300, rope_theta=10000.0, rms_norm_eps=1e-5,
-                      max_position_embeddings=1024, tie_word_embeddings=False, attention_bias=bias)
+                      max_position_embeddings=1024, tie_word_embeddings=tied, attention_bias=bias)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg, (1, 0), dtype)
     for name, p in model.named_parameters():
@@ -77,7 +78,7 @@ CASES = [
     (torch.float32, 4, 2, False, False, False),
     (torch.float32, 4, 4, True, False, False),
     (torch.float32, 4, 2, True, False, True),
-    (torch.float32, 6, 2, False, True, True),  # the plan's float32 Q4 kernel up to 4 rows, oneDNN above
+    (torch.float32, 6, 2, False, True, True),  # the plan's float32 Q4 kernel up to 8 rows, oneDNN above
     (torch.bfloat16, 4, 2, False, False, False),
     (torch.bfloat16, 6, 2, True, False, False),
     (torch.bfloat16, 4, 2, False, True, False),
@@ -155,3 +156,27 @@ def test_plan_rejects_indices_outside_the_pool(kernels):
 def test_plan_refuses_a_head_size_it_cannot_vectorize(kernels):
     with pytest.raises(RuntimeError, match="head size that is a multiple of 16, got 24"):
         kernels.DecodePlan(4, 2, 24, 1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8, 9])
+def test_a_tied_float32_head_runs_on_its_q8_0_blocks_up_to_eight_rows(kernels, batch):
+    # the embedding's exact Q8_0 blocks stand in for the LM head's oneDNN copy at small batches
+    from sglang.srt.layers.q4_packed import q8_blocks
+
+    model = make_model(torch.float32, 4, 2, False, False, seed=batch, tied=True)
+    w = (0.08 * np.random.default_rng(batch).standard_normal((300, 128))).astype(np.float32)
+    raw = quantize(w, gguf.GGMLQuantizationType.Q8_0)
+    model.embed_tokens.weight.data.copy_(torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q8_0).copy()))
+    prepack_linear_weights(model, batch_hint=64, embed_q8=q8_blocks(raw, 128))
+    pool = MHATokenToKVPool(SLOTS, PAGE, torch.float32, 2, 32, 3, "cpu")
+    gen = torch.Generator().manual_seed(batch)
+    fb, _ = decode_batch(batch, gen)
+    plan = model.build_decode_plan(kernels, pool)
+    assert plan.lm_head_max_batch() == 8
+    attn = TorchNativeAttnBackend(_Runner(pool))
+    with torch.inference_mode():
+        attn.init_forward_metadata(fb)
+        want = model.forward(fb.input_ids, fb.positions, fb, attn)
+        got = model.forward_decode_plan(plan, fb)
+    assert got.shape == want.shape == (batch, 300)
+    torch.testing.assert_close(got, want, atol=1e-4 * want.abs().max().item(), rtol=0)

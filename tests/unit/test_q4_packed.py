@@ -64,7 +64,7 @@ def test_int8_lm_head_is_close_and_used_only_for_small_bfloat16_batches():
 
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
-@pytest.mark.parametrize("rows", [1, 3, 16])
+@pytest.mark.parametrize("rows", [1, 3, 8])
 def test_float32_kernel_is_the_dense_float32_product_up_to_summation_order(kind, rows):
     # the kernel rebuilds each weight as fma(scale, q, min): the gguf package's float32 value exactly,
     # so against a float64 product it is as close as the dense float32 product is
@@ -90,9 +90,35 @@ def test_float32_layers_keep_the_packed_copy_in_the_fused_kernels_format():
     raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
     col = ColumnParallelLinear(128, [64], False, 1, 0, torch.float32)
     col.load([torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1).copy())])
-    col.load_q4([q4_blocks(raw, "Q4_1", 128)], max_batch=8)
+    col.load_q4([q4_blocks(raw, "Q4_1", 128)], max_batch=16)
     nib, sm = col.q4
     assert nib.dtype == torch.uint8 and nib.shape == (64, 64) and sm.dtype == torch.float32 and sm.shape == (64, 4, 2)
-    assert col.q4_max_batch == F32_MAX_BATCH  # the dense float32 product is faster above it
+    assert col.q4_max_batch == F32_MAX_BATCH  # the kernel's row limit; the dense product takes over above it
     x = torch.randn(2, 128)
     assert torch.equal(col(x), x @ col.weight.t())  # the eager path keeps the dense product
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_float32_q8_0_kernel_is_the_dense_float32_product_up_to_summation_order(rows):
+    from sglang.srt.layers.cpu_kernels import load_decode_kernels
+    from sglang.srt.layers.q4_packed import q8_blocks
+
+    t = gguf.GGMLQuantizationType.Q8_0
+    w = (0.1 * np.random.default_rng(6).standard_normal((200, 320))).astype(np.float32)
+    raw = quantize(w, t)
+    dense = torch.from_numpy(dequantize(raw, t).copy())
+    x = torch.randn(rows, 320)
+    y = load_decode_kernels().q8_linear_f32(x, *q8_blocks(raw, 320))
+    exact = x.double() @ dense.double().t()
+    dense_err = ((x @ dense.t()).double() - exact).abs().max().item()
+    assert (y.double() - exact).abs().max().item() <= 2 * dense_err + 1e-7
+
+
+def test_the_packed_float32_kernels_name_their_row_limit():
+    from sglang.srt.layers.cpu_kernels import load_decode_kernels
+    from sglang.srt.layers.q4_packed import pack_f32
+
+    q = torch.zeros(32, 64, dtype=torch.uint8)
+    nib, sm = pack_f32(q, torch.ones(32, 2), torch.zeros(32, 2))
+    with pytest.raises(RuntimeError, match="the packed float32 kernels take 1 to 8 rows, got 9"):
+        load_decode_kernels().q4_linear_f32(torch.randn(9, 64), nib, sm)

@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 GROUP = 32
-# above this many rows oneDNN's dense float32 product beats the float32 Q4
-# kernel (its FMAs grow with the rows; measured: faster at 1, 2 and 4, slower at 8)
-F32_MAX_BATCH = 4
+# the fused step's packed float32 kernels (Q4 layers, the Q8_0 LM head) take up
+# to this many rows; at 8 a decode step still beats the dense weights (11.5 vs
+# 18.2 ms on the default model), above it the dense product takes over
+F32_MAX_BATCH = 8
 
 
 @dataclass(frozen=True)

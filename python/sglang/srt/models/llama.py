@@ -15,6 +15,7 @@ from torch import nn
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.layers.basic import RMSNorm, RotaryEmbedding, silu_and_mul
 from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear, VocabParallelEmbedding
+from sglang.srt.layers.q4_packed import F32_MAX_BATCH
 from sglang.srt.model_loader.errors import ModelLoadError
 
 
@@ -108,6 +109,9 @@ class LlamaForCausalLM(nn.Module):
             lins = (a.qkv_proj, a.o_proj, m.gate_up_proj, m.down_proj)
             plan.add_layer(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, *(linear(x) for x in lins),
                            kv_pool.get_key_buffer(i), kv_pool.get_value_buffer(i), max(x.q4_max_batch for x in lins))
+        head = self.lm_head
+        if self.norm.weight.dtype == torch.float32 and head.weight is head.embedding.weight and head.embedding.q8 is not None:
+            plan.set_lm_head_q8(*head.embedding.q8, F32_MAX_BATCH)  # the tied matrix's exact Q8_0 blocks: a quarter of the bytes
         return plan
 
     def decode_plan_blockers(self) -> list[str]:
@@ -130,6 +134,8 @@ class LlamaForCausalLM(nn.Module):
         h = self.embed_tokens(fb.input_ids).float()
         plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc)
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
+        if h.shape[0] <= plan.lm_head_max_batch():
+            return plan.lm_head(h)[..., : self.lm_head.embedding.vocab_size]
         return self.lm_head(h)
 
     def load_packed_q4(self, packed: dict[str, Any], max_batch: int) -> int:

@@ -2,7 +2,7 @@
 // forward in a single call, so the per-op Python dispatch of the eager loop
 // (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
 // library calls (oneDNN's packed linear, dense GEMM, torch's int4 kernel) but
-// for float32 Q4 weights (q4_linear_f32); norms, rotary, the KV write and
+// for float32 Q4/Q8_0 weights (q4_linear_f32, q8_linear_f32); norms, rotary, the KV write and
 // paged attention (K/V read in place from the pool) are loops here.
 // Built and loaded by sglang/srt/layers/cpu_kernels/build.py.
 //
@@ -157,6 +157,26 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 }
 
 typedef uint8_t vu8x16 __attribute__((vector_size(16)));
+typedef int8_t vi8x16 __attribute__((vector_size(16)));
+// 16 bytes as one vector. The empty asm pins the value in a vector register:
+// without it GCC 12 rewrites load-and-widen into 16 scalar byte loads
+// (measured 4x slower than the vector load and sign extension).
+inline vu8x16 load_u8x16(const uint8_t* p) {
+  vu8x16 v;
+  std::memcpy(&v, p, sizeof(v));
+#if defined(__x86_64__)
+  asm("" : "+x"(v));
+#endif
+  return v;
+}
+inline vi8x16 load_i8x16(const int8_t* p) {
+  vi8x16 v;
+  std::memcpy(&v, p, sizeof(v));
+#if defined(__x86_64__)
+  asm("" : "+x"(v));
+#endif
+  return v;
+}
 typedef int32_t vi16 __attribute__((vector_size(64)));
 inline float hsum16(vf16 v) {
   float s = 0.f;
@@ -164,57 +184,112 @@ inline float hsum16(vf16 v) {
   return s;
 }
 
-// y[M, N] = x[M, K] @ W.T for float32 x and GGUF Q4 weights kept packed:
-// nib [N, K/2] (byte i of a 32-weight block: weight i in the low nibble,
+// Row decoders for the packed float32 products below: the two 16-weight
+// halves of 32-weight block b of weight row n, as the float32 values the gguf
+// package dequantizes (exactly: see each one).
+
+// GGUF Q4_0/Q4_1: nib [N, K/2] (byte i of a block: weight i in the low nibble,
 // weight i + 16 in the high one, as GGUF stores them), sm [N, K/32, 2]
-// float32 (scale, min). Each weight is fma(scale, q, min): with q < 16 and a
-// float16 scale the product is exact, so this is the float32 value the gguf
-// package dequantizes (Q4_1: scale * q + min; Q4_0: min = -8 * scale) and
-// only the summation order differs from a dense float32 product. Rows of W
-// in parallel, 16 at a time so their sums come out of one reduction.
-at::Tensor q4_linear_f32(const at::Tensor& x_in, const at::Tensor& nib, const at::Tensor& sm) {
+// (scale, min). fma(scale, q, min) with q < 16 and a float16 scale has an
+// exact product: Q4_1's scale * q + min, Q4_0's scale * (q - 8) (min = -8 * scale).
+struct Q4Rows {
+  const uint8_t* nib;
+  const float* sm;
+  int64_t K;
+  void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
+    const vu8x16 raw = load_u8x16(nib + n * (K / 2) + b * 16);
+    const float* s = sm + (n * (K / 32) + b) * 2;
+    w0 = s[0] * __builtin_convertvector(__builtin_convertvector(raw & 15, vi16), vf16) + s[1];
+    w1 = s[0] * __builtin_convertvector(__builtin_convertvector(raw >> 4, vi16), vf16) + s[1];
+  }
+};
+
+// GGUF Q8_0: q int8 [N, K], scale [N, K/32]; scale * q is exact in float32.
+struct Q8Rows {
+  const int8_t* q;
+  const float* scale;
+  int64_t K;
+  void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
+    const int8_t* p = q + n * K + b * 32;
+    const float s = scale[n * (K / 32) + b];
+    w0 = __builtin_convertvector(__builtin_convertvector(load_i8x16(p), vi16), vf16) * s;
+    w1 = __builtin_convertvector(__builtin_convertvector(load_i8x16(p + 16), vi16), vf16) * s;
+  }
+};
+
+// Output columns [n0, n0 + rows) of y[M, N] = x[M, K] @ W.T, rows <= 16, for a
+// compile-time M so the accumulators (two chains per row) stay in registers;
+// the 16 columns' sums come out of one transposing reduction.
+template <int64_t M, typename Rows>
+void packed_block(const Rows& w, const float* xp, float* yp, int64_t K, int64_t N, int64_t n0, int64_t rows) {
+  vf16 part[M * 16];
+  for (int64_t r = 0; r < rows; ++r) {
+    vf16 a0[M] = {}, a1[M] = {};
+    for (int64_t b = 0; b < K / 32; ++b) {
+      vf16 w0, w1;
+      w(n0 + r, b, w0, w1);
+      for (int64_t m = 0; m < M; ++m) {
+        a0[m] += w0 * load16(xp + m * K + b * 32);
+        a1[m] += w1 * load16(xp + m * K + b * 32 + 16);
+      }
+    }
+    for (int64_t m = 0; m < M; ++m) part[m * 16 + r] = a0[m] + a1[m];
+  }
+  for (int64_t m = 0; m < M; ++m) {
+    if (rows == 16) {
+      const vf16 sums = lane_sums16(&part[m * 16]);
+      std::memcpy(yp + m * N + n0, &sums, sizeof(sums));
+    } else {
+      for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum16(part[m * 16 + r]);
+    }
+  }
+}
+
+// y = x @ W.T for float32 x [M <= 8, K] and a packed weight of N rows: the
+// dense float32 product over the very same weights, in another summation
+// order. Output columns in parallel.
+template <typename Rows>
+at::Tensor packed_linear_f32(const at::Tensor& x_in, const Rows& w, int64_t N) {
   const at::Tensor x = x_in.contiguous();
-  const int64_t M = x.size(0), K = x.size(1), N = nib.size(0), NB = K / 32;
-  TORCH_CHECK(K % 32 == 0 && nib.size(1) == K / 2 && sm.size(0) == N && sm.size(1) == NB, "packed Q4 weight does not match the input");
-  TORCH_CHECK(M <= 16, "the float32 Q4 kernel takes at most 16 rows");
+  const int64_t M = x.size(0), K = x.size(1);
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2 && K == w.K, "the packed float32 kernels take float32 x [M, ", w.K, "]");
+  TORCH_CHECK(M >= 1 && M <= 8, "the packed float32 kernels take 1 to 8 rows, got ", M);
   at::Tensor y = at::empty({M, N}, x.options());
   const float* xp = x.data_ptr<float>();
-  const uint8_t* np = nib.data_ptr<uint8_t>();
-  const float* sp = sm.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  at::parallel_for(0, (N + 15) / 16, 4, [&](int64_t begin, int64_t end) {
-    std::vector<vf16> part(M * 16), acc(M);
+  at::parallel_for(0, (N + 15) / 16, 16, [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t n0 = blk * 16, rows = std::min<int64_t>(16, N - n0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* q = np + (n0 + r) * (K / 2);
-        const float* s = sp + (n0 + r) * NB * 2;
-        std::fill(acc.begin(), acc.end(), vf16{});
-        for (int64_t b = 0; b < NB; ++b) {
-          vu8x16 raw;
-          std::memcpy(&raw, q + b * 16, 16);
-          const vf16 lo = __builtin_convertvector(__builtin_convertvector(raw & 15, vi16), vf16);
-          const vf16 hi = __builtin_convertvector(__builtin_convertvector(raw >> 4, vi16), vf16);
-          const float scale = s[2 * b], mn = s[2 * b + 1];
-          const vf16 wlo = scale * lo + mn, whi = scale * hi + mn;
-          for (int64_t m = 0; m < M; ++m) {
-            const float* xr = xp + m * K + b * 32;
-            acc[m] += wlo * load16(xr) + whi * load16(xr + 16);
-          }
-        }
-        for (int64_t m = 0; m < M; ++m) part[m * 16 + r] = acc[m];
-      }
-      for (int64_t m = 0; m < M; ++m) {
-        if (rows == 16) {
-          const vf16 sums = lane_sums16(&part[m * 16]);
-          std::memcpy(yp + m * N + n0, &sums, sizeof(sums));
-        } else {
-          for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum16(part[m * 16 + r]);
-        }
+      switch (M) {
+        case 1: packed_block<1>(w, xp, yp, K, N, n0, rows); break;
+        case 2: packed_block<2>(w, xp, yp, K, N, n0, rows); break;
+        case 3: packed_block<3>(w, xp, yp, K, N, n0, rows); break;
+        case 4: packed_block<4>(w, xp, yp, K, N, n0, rows); break;
+        case 5: packed_block<5>(w, xp, yp, K, N, n0, rows); break;
+        case 6: packed_block<6>(w, xp, yp, K, N, n0, rows); break;
+        case 7: packed_block<7>(w, xp, yp, K, N, n0, rows); break;
+        default: packed_block<8>(w, xp, yp, K, N, n0, rows); break;
       }
     }
   });
   return y;
+}
+
+at::Tensor q4_linear_f32(const at::Tensor& x, const at::Tensor& nib, const at::Tensor& sm) {
+  const int64_t N = nib.size(0), K = nib.size(1) * 2;
+  TORCH_CHECK(nib.scalar_type() == at::kByte && sm.scalar_type() == at::kFloat && nib.is_contiguous() && sm.is_contiguous(),
+              "a float32 Q4 weight is contiguous uint8 nibbles and float32 scale/min");
+  TORCH_CHECK(K % 32 == 0 && sm.dim() == 3 && sm.size(0) == N && sm.size(1) == K / 32 && sm.size(2) == 2,
+              "Q4 scale/min must be [", N, ", ", K / 32, ", 2]");
+  return packed_linear_f32(x, Q4Rows{nib.data_ptr<uint8_t>(), sm.data_ptr<float>(), K}, N);
+}
+
+at::Tensor q8_linear_f32(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale) {
+  const int64_t N = q.size(0), K = q.size(1);
+  TORCH_CHECK(q.scalar_type() == at::kChar && scale.scalar_type() == at::kFloat && q.is_contiguous() && scale.is_contiguous(),
+              "a float32 Q8_0 weight is contiguous int8 values and float32 scales");
+  TORCH_CHECK(K % 32 == 0 && scale.dim() == 2 && scale.size(0) == N && scale.size(1) == K / 32, "Q8_0 scales must be [", N, ", ", K / 32, "]");
+  return packed_linear_f32(x, Q8Rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), K}, N);
 }
 
 struct Linear {
@@ -275,6 +350,22 @@ class DecodePlan {
   }
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+  // A float32 model's LM head as GGUF Q8_0 blocks (q int8 [V, hidden], scale
+  // [V, hidden/32]), used for decode batches up to max_batch rows.
+  void set_lm_head_q8(at::Tensor q, at::Tensor scale, int64_t max_batch) {
+    TORCH_CHECK(!layers_.empty() && layers_.front().input_norm.scalar_type() == at::kFloat, "the Q8_0 LM head is for float32 plans");
+    TORCH_CHECK(q.dim() == 2 && q.size(1) == layers_.front().input_norm.numel() && scale.size(0) == q.size(0),
+                "the Q8_0 LM head must be [vocab, hidden] with a scale per 32 values");
+    head_q_ = q.contiguous();
+    head_scale_ = scale.contiguous();
+    head_max_batch_ = max_batch;
+  }
+  int64_t lm_head_max_batch() const { return head_q_.defined() ? head_max_batch_ : 0; }
+  at::Tensor lm_head(at::Tensor h) const {
+    TORCH_CHECK(head_q_.defined(), "this plan has no Q8_0 LM head");
+    return q8_linear_f32(h, head_q_, head_scale_);
+  }
 
   // h: [B, hidden] float32 residual stream, updated in place and returned.
   // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
@@ -469,6 +560,8 @@ class DecodePlan {
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
   std::vector<Layer> layers_;
+  at::Tensor head_q_, head_scale_;
+  int64_t head_max_batch_ = 0;
 };
 
 }  // namespace
@@ -478,7 +571,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def(pybind11::init<int64_t, int64_t, int64_t, double>())
       .def("add_layer", &DecodePlan::add_layer)
       .def("num_layers", &DecodePlan::num_layers)
+      .def("set_lm_head_q8", &DecodePlan::set_lm_head_q8)
+      .def("lm_head_max_batch", &DecodePlan::lm_head_max_batch)
+      .def("lm_head", &DecodePlan::lm_head, pybind11::call_guard<pybind11::gil_scoped_release>())
       // the step touches no Python object: other threads of the process run meanwhile
       .def("run", &DecodePlan::run, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T");
   m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T");
 }
