@@ -20,25 +20,13 @@ Nothing here is used by the engine.
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
 import torch
 
-SHAPES = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536), "lm_head": (49152, 576)}
+from linear_backends import SHAPES, median_ms  # bench/ is the script's directory
+
 TEXT = ("Once upon a time, in a land far, far away, there was a dragon named Ember. Ember was a magnificent creature "
         "with scales as red as the setting sun and eyes that")
-
-
-def _median_ms(fn, n: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
 
 
 def speed() -> None:
@@ -51,8 +39,8 @@ def speed() -> None:
         x, w = torch.randn(64, k, dtype=torch.bfloat16), torch.randn(n, k, dtype=torch.bfloat16)
         wp = prepack(w, 64)
         xi, wi = torch.randint(-127, 128, (64, k), dtype=torch.int8), torch.randint(-127, 128, (n, k), dtype=torch.int8)
-        bf = _median_ms(lambda x=x, wp=wp: onednn_linear(x, wp, None)) * reps
-        i8 = _median_ms(lambda xi=xi, wi=wi: torch._int_mm(xi, wi.t())) * reps
+        bf = median_ms(lambda x=x, wp=wp: onednn_linear(x, wp, None)) * reps
+        i8 = median_ms(lambda xi=xi, wi=wi: torch._int_mm(xi, wi.t())) * reps
         tot_bf, tot_i8 = tot_bf + bf, tot_i8 + i8
         print(f"  {name:<8} bfloat16 {bf:7.2f}   int8 {i8:7.2f}")
     print(f"  {'total':<8} bfloat16 {tot_bf:7.2f}   int8 {tot_i8:7.2f}   ({tot_bf / tot_i8:.2f}x)")

@@ -24,7 +24,8 @@ from sglang.srt.layers.onednn_linear import onednn_linear, prepack
 SHAPES = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536), "lm_head": (49152, 576)}
 
 
-def _median_ms(fn, n: int = 20) -> float:
+def median_ms(fn, n: int = 20) -> float:
+    """Median wall time of ``fn()`` in ms over ``n`` calls after 3 warm-ups (also used by int8_probe.py)."""
     for _ in range(3):
         fn()
     ts = []
@@ -44,8 +45,8 @@ def main() -> None:
             wp = prepack(w, 64)
             for rows in (1, 64):
                 x = torch.randn(rows, k).to(dtype)
-                dense = _median_ms(lambda x=x, w=w: F.linear(x, w))
-                packed = _median_ms(lambda x=x, wp=wp: onednn_linear(x, wp, None))
+                dense = median_ms(lambda x=x, w=w: F.linear(x, w))
+                packed = median_ms(lambda x=x, wp=wp: onednn_linear(x, wp, None))
                 same = torch.equal(F.linear(x, w), onednn_linear(x, wp, None))
                 print(f"{str(dtype)[6:]:<9} {name:<8} {rows:>4} {dense:>8.3f}ms {packed:>8.3f}ms {dense / packed:>8.2f}x  {same}")
 

@@ -158,19 +158,12 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 
 typedef uint8_t vu8x16 __attribute__((vector_size(16)));
 typedef int8_t vi8x16 __attribute__((vector_size(16)));
-// 16 bytes as one vector. The empty asm pins the value in a vector register:
-// without it GCC 12 rewrites load-and-widen into 16 scalar byte loads
-// (measured 4x slower than the vector load and sign extension).
-inline vu8x16 load_u8x16(const uint8_t* p) {
-  vu8x16 v;
-  std::memcpy(&v, p, sizeof(v));
-#if defined(__x86_64__)
-  asm("" : "+x"(v));
-#endif
-  return v;
-}
-inline vi8x16 load_i8x16(const int8_t* p) {
-  vi8x16 v;
+// 16 bytes as one vector (V: vu8x16 or vi8x16). The empty asm pins the value
+// in a vector register: without it GCC 12 rewrites load-and-widen into 16
+// scalar byte loads (measured 4x slower than the vector load and extension).
+template <typename V>
+inline V load_bytes16(const void* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
 #if defined(__x86_64__)
   asm("" : "+x"(v));
@@ -197,7 +190,7 @@ struct Q4Rows {
   const float* sm;
   int64_t K;
   void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
-    const vu8x16 raw = load_u8x16(nib + n * (K / 2) + b * 16);
+    const vu8x16 raw = load_bytes16<vu8x16>(nib + n * (K / 2) + b * 16);
     const float* s = sm + (n * (K / 32) + b) * 2;
     w0 = s[0] * __builtin_convertvector(__builtin_convertvector(raw & 15, vi16), vf16) + s[1];
     w1 = s[0] * __builtin_convertvector(__builtin_convertvector(raw >> 4, vi16), vf16) + s[1];
@@ -212,8 +205,8 @@ struct Q8Rows {
   void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
     const int8_t* p = q + n * K + b * 32;
     const float s = scale[n * (K / 32) + b];
-    w0 = __builtin_convertvector(__builtin_convertvector(load_i8x16(p), vi16), vf16) * s;
-    w1 = __builtin_convertvector(__builtin_convertvector(load_i8x16(p + 16), vi16), vf16) * s;
+    w0 = __builtin_convertvector(__builtin_convertvector(load_bytes16<vi8x16>(p), vi16), vf16) * s;
+    w1 = __builtin_convertvector(__builtin_convertvector(load_bytes16<vi8x16>(p + 16), vi16), vf16) * s;
   }
 };
 
