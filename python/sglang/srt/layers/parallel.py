@@ -124,7 +124,7 @@ class VocabParallelEmbedding(nn.Module):
         """Look rows up in the full matrix's GGUF Q8_0 blocks instead of the dense weight, which is dropped.
 
         Exact: a row is rebuilt through the float32 value the gguf package
-        dequantizes (``q8_rows``). Memory: 8.5 bits a value instead of 16 or 32.
+        dequantizes (``q8_rows``). Memory: 9 bits a value (int8, a float32 scale per 32) instead of 16 or 32.
         """
         rows = slice(self.start, self.start + self.shard_size)
         qs, ss = q[rows], scale[rows]
