@@ -35,6 +35,11 @@ class PackedQ4Config:
     max_batch: int = 8
 
 
+def _f16_field(blocks: np.ndarray, at: int) -> np.ndarray:
+    """The float16 stored at byte ``at`` of every block (``[rows, nb, bytes]``), as float32 ``[rows, nb]``."""
+    return blocks[..., at : at + 2].copy().view(np.float16)[..., 0].astype(np.float32)
+
+
 def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Raw GGUF bytes ``[rows, bytes]`` -> (q uint8 [rows, K], scale f32 [rows, K/32], mn f32 [rows, K/32]).
 
@@ -45,12 +50,12 @@ def q4_blocks(raw: np.ndarray, kind: str, n_cols: int) -> tuple[torch.Tensor, to
     nb = n_cols // GROUP
     bsize = 18 if kind == "Q4_0" else 20
     blocks = np.ascontiguousarray(raw).reshape(rows, nb, bsize)
-    scale = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    scale = _f16_field(blocks, 0)
     if kind == "Q4_0":
         mn = -8.0 * scale
         qs = blocks[..., 2:18]
     else:
-        mn = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+        mn = _f16_field(blocks, 2)
         qs = blocks[..., 4:20]
     q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).reshape(rows, n_cols)
     return torch.from_numpy(q), torch.from_numpy(scale), torch.from_numpy(mn)
@@ -64,7 +69,7 @@ def q8_blocks(raw: np.ndarray, n_cols: int) -> tuple[torch.Tensor, torch.Tensor]
     """
     rows, nb = raw.shape[0], n_cols // GROUP
     blocks = np.ascontiguousarray(raw).reshape(rows, nb, 34)
-    scale = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    scale = _f16_field(blocks, 0)
     q = blocks[..., 2:34].copy().view(np.int8).reshape(rows, n_cols)
     return torch.from_numpy(q), torch.from_numpy(scale)
 
