@@ -22,6 +22,14 @@ import torch
 
 _DTYPES = (torch.float32, torch.bfloat16)
 
+
+def packs(dtype: torch.dtype) -> bool:
+    """Whether weights of ``dtype`` can be packed on this CPU: float32 always; bfloat16 only where
+    oneDNN has a bfloat16 path (AVX-512 BW/VL/DQ or AVX-NE-CONVERT; an AVX2-only CPU has none)."""
+    if dtype is torch.float32:
+        return True
+    return dtype is torch.bfloat16 and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
 # Code that may read a linear layer's dense ``weight``: a hook applied to any
 # of its functions (a LoRA, a probe) would find a ``meta`` tensor, so the
 # runner keeps the dense weights instead of packing them.
@@ -58,7 +66,7 @@ def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 def prepack_linear_weights(model: torch.nn.Module, batch_hint: int, embed_q8: tuple[torch.Tensor, torch.Tensor] | None = None) -> int:
     """Pack every tensor-parallel linear layer and LM head of a CPU ``model``; returns how many.
 
-    Skips modules whose weight is not float32/bfloat16 or not on the CPU.
+    Skips modules whose weight is not on the CPU or of a dtype this CPU cannot pack (:func:`packs`).
     A tied LM head packs its own copy and leaves the embedding's weight dense,
     unless ``embed_q8`` (the GGUF's Q8_0 blocks of that matrix) is given: then
     the embedding looks rows up in those (exactly) and the dense copy goes.
@@ -69,7 +77,7 @@ def prepack_linear_weights(model: torch.nn.Module, batch_hint: int, embed_q8: tu
     for mod in list(model.modules()):
         if isinstance(mod, (ColumnParallelLinear, RowParallelLinear, ParallelLMHead)):
             w = mod.weight
-            if w.device.type == "cpu" and w.dtype in _DTYPES and not w.is_meta:
+            if w.device.type == "cpu" and w.dtype in _DTYPES and packs(w.dtype) and not w.is_meta:
                 mod.set_onednn(prepack(w, batch_hint))
                 n += 1
             if isinstance(mod, ParallelLMHead) and mod.onednn is not None and embed_q8 is not None and mod.weight is mod.embedding.weight:
