@@ -299,7 +299,7 @@ class HookRegistryBase:
                 core = core.__func__
             elif isinstance(core, property):
                 core = core.fget
-        chain = compose(core, layers, target=key)
+        chain = compose(core, layers, target=key, core_spec=replace, on_error=cls._count_failure)
         if chain is not core:
             functools.update_wrapper(chain, func)
             chain.__sglang_hook_target__ = (cls._runtime, key)
@@ -339,6 +339,7 @@ class HookRegistryBase:
             st.hints.clear()
             st.rank.clear()
             st.skipped.clear()
+            st.call_failures.clear()
 
     @classmethod
     @contextlib.contextmanager
@@ -384,6 +385,20 @@ class HookRegistryBase:
             return found
         key = parse_target(target, "describe").key
         return [(s, why) for s, why in found if s.target == key]
+
+    @classmethod
+    def _count_failure(cls, spec: HookSpec, exc: BaseException) -> None:
+        """Called by a chain when one of its hooks raised (the exception goes on to the caller)."""
+        with cls._state.lock:
+            key = (spec.target, spec.qualname, spec.source)
+            cls._state.call_failures[key] = cls._state.call_failures.get(key, 0) + 1
+
+    @classmethod
+    def call_failures(cls) -> list[dict[str, Any]]:
+        """Exceptions raised by hooks at call time since start, counted per (target, hook, plugin)."""
+        with cls._state.lock:
+            items = list(cls._state.call_failures.items())
+        return [{"target": t, "hook": q, "plugin": src.name, "dist": src.dist, "count": n} for (t, q, src), n in items]
 
     @classmethod
     def applied_targets(cls) -> list[str]:

@@ -47,6 +47,7 @@ class _State:
         self.patches: dict[str, _Patch] = {}
         self.eager = False  # after the first apply, registrations apply at once
         self.skipped: list[tuple[HookSpec, str]] = []  # discarded hooks and why (for `sglang plugins explain`)
+        self.call_failures: dict[tuple[str, str, PluginSource], int] = {}  # hooks that raised when called
 
 
 def _positional_capacity(fn: Any) -> int | None:
