@@ -23,7 +23,15 @@ class RequestSampler:
     @property
     def needs_penalty(self) -> bool:
         p = self.params
-        return p.repetition_penalty != 1.0 or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0
+        return p.repetition_penalty != 1.0 or p.frequency_penalty != 0.0 or p.presence_penalty != 0.0 or bool(p.logit_bias)
+
+
+class SamplingError(RuntimeError):
+    """Sampling one request failed (e.g. its probabilities are not finite); only that request fails."""
+
+    def __init__(self, row: int, message: str) -> None:
+        super().__init__(message)
+        self.row = row
 
 
 def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
@@ -37,6 +45,9 @@ def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
         ids = torch.tensor(list(s.counts), dtype=torch.long)
         cnt = torch.tensor(list(s.counts.values()), dtype=logits.dtype)
         logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
+    if p.logit_bias:
+        ids = torch.tensor(list(p.logit_bias), dtype=torch.long)
+        logits[ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype)
 
 
 def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[int], list[Any]]:
@@ -61,6 +72,8 @@ def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[i
             kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
             row = row.masked_fill(row < kth, float("-inf"))
         probs = torch.softmax(row, -1)
+        if not bool(torch.isfinite(probs).all()):  # parameters are validated; this guards what a hook or a model may produce
+            raise SamplingError(i, f"the probabilities of request row {i} are not finite (temperature {p.temperature}); the request fails")
         if p.min_p > 0:
             probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
         if p.top_p < 1:
