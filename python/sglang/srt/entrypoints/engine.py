@@ -237,8 +237,18 @@ class Engine:
 
     def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                      input_ids: list[int] | None = None) -> ReqState:
-        """Submit one request from inside a running event loop (the HTTP server's path)."""
-        st = self._tm().submit(prompt, sampling_params, input_ids)
+        """Submit one request from inside a running event loop (tokenizes on the loop's thread)."""
+        return self._attach(self._tm().submit(prompt, sampling_params, input_ids))
+
+    async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
+                            input_ids: list[int] | None = None) -> ReqState:
+        """``open_request`` with validation and tokenization in a worker thread (the HTTP server's path):
+        a large prompt never stalls the event loop."""
+        tm = self._tm()
+        return self._attach(await asyncio.to_thread(tm.submit, prompt, sampling_params, input_ids))
+
+    @staticmethod
+    def _attach(st: ReqState) -> ReqState:
         st.loop, st.aevent = asyncio.get_running_loop(), asyncio.Event()
         st.event.set()  # results that arrived before the loop was attached are picked up
         return st

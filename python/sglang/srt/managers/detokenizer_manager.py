@@ -1,6 +1,8 @@
 """Detokenizer process: token ids -> text deltas, cut at stop strings.
 
 It never publishes: it reads only the raw config handed to its constructor.
+A request whose decoding raises fails alone (its client gets the error and
+the tokenizer manager aborts it in the scheduler); the others go on.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from typing import Any
 
 import zmq
 
-from sglang.srt.managers.io_struct import BatchStrOut, BatchTokenIDOut
+from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
+from sglang.srt.managers.io_struct import BatchStrOut, BatchTokenIDOut, SchedulerError
 
 logger = logging.getLogger(__name__)
 
@@ -48,39 +51,55 @@ class DetokenizerManager:
         self.send_sock = self.ctx.socket(zmq.PUSH)
         self.send_sock.connect(port_args.tokenizer_input)
         self.states: dict[str, _Decode] = {}
+        self.failed: list[SchedulerError] = []  # requests of the last handled batch whose decoding raised
 
     def handle(self, out: BatchTokenIDOut) -> BatchStrOut:
         res = BatchStrOut([], [], [], [], [])
+        self.failed = []
         for i, rid in enumerate(out.rids):
-            st = self.states.get(rid) or self.states.setdefault(rid, _Decode(out.skip_special_tokens[i]))
-            st.ids.extend(out.new_token_ids[i])
-            reason = out.finished_reasons[i]
-            st.advance(self.tokenizer, final=reason is not None)
-            text = st.text
-            if reason is not None and isinstance(reason.get("matched"), str):
-                cut = text.find(reason["matched"])
-                if cut >= 0:
-                    text = text[:cut]
-            end = len(text)
-            res.rids.append(rid)
-            res.texts.append(text[st.sent : end])
-            res.output_ids.append(list(out.new_token_ids[i]))
-            res.finished_reasons.append(reason)
-            res.meta.append({
-                "prompt_tokens": out.prompt_tokens[i],
-                "completion_tokens": out.completion_tokens[i],
-                "cached_tokens": out.cached_tokens[i],
-                "logprobs": out.logprobs[i],
-            })
-            st.sent = end
-            if reason is not None:
-                del self.states[rid]
+            try:
+                self._one(out, i, rid, res)
+            except Exception as exc:
+                if fail_fast(exc):
+                    raise
+                self.states.pop(rid, None)
+                logger.error("detokenizing request %s failed: %s", rid, describe_fault(exc), exc_info=exc)
+                self.failed.append(SchedulerError(rid, f"the request failed in the detokenizer: {describe_fault(exc)}", 500))
         return res
+
+    def _one(self, out: BatchTokenIDOut, i: int, rid: str, res: BatchStrOut) -> None:
+        st = self.states.get(rid) or self.states.setdefault(rid, _Decode(out.skip_special_tokens[i]))
+        st.ids.extend(out.new_token_ids[i])
+        reason = out.finished_reasons[i]
+        st.advance(self.tokenizer, final=reason is not None)
+        text = st.text
+        if reason is not None and isinstance(reason.get("matched"), str):
+            cut = text.find(reason["matched"])
+            if cut >= 0:
+                text = text[:cut]
+        end = len(text)
+        meta = {"prompt_tokens": out.prompt_tokens[i], "completion_tokens": out.completion_tokens[i],
+                "cached_tokens": out.cached_tokens[i], "logprobs": out.logprobs[i]}
+        res.rids.append(rid)  # all appends after the work that may raise: a failed request leaves no half row
+        res.texts.append(text[st.sent : end])
+        res.output_ids.append(list(out.new_token_ids[i]))
+        res.finished_reasons.append(reason)
+        res.meta.append(meta)
+        st.sent = end
+        if reason is not None:
+            del self.states[rid]
 
     def event_loop(self) -> None:
         while True:
             msg = self.recv_sock.recv_pyobj()
-            self.send_sock.send_pyobj(self.handle(msg) if isinstance(msg, BatchTokenIDOut) else msg)
+            if isinstance(msg, BatchTokenIDOut):
+                self.send_sock.send_pyobj(self.handle(msg))
+                for err in self.failed:
+                    self.send_sock.send_pyobj(err)
+                continue
+            if isinstance(msg, SchedulerError):  # the request ended in the scheduler: forget its text
+                self.states.pop(msg.rid, None)
+            self.send_sock.send_pyobj(msg)
 
 
 def run_detokenizer_process(server_args: Any, port_args: Any, pipe: Any = None) -> None:

@@ -59,11 +59,21 @@ class SchedulerStats:
     kv_used_pages: int
     kv_total_pages: int
     cached_pages: int
+    hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
 
 
 @dataclass
 class SchedulerError:
-    """A request the scheduler rejected (e.g. longer than the KV cache)."""
+    """A request that failed in the engine: rejected (e.g. longer than the KV cache, status 400) or
+    failed while it was served (status 500); only that request ends, the engine keeps serving."""
 
     rid: str
+    message: str
+    status: int = 400
+
+
+@dataclass
+class EngineFatal:
+    """Scheduler -> tokenizer manager: the scheduler is stopping; every pending request fails with ``message``."""
+
     message: str

@@ -1,42 +1,63 @@
-"""Prometheus text exposition for the tokenizer manager's counters and histograms."""
+"""The engine's Prometheus metrics (``prometheus_client``, as SGLang uses).
+
+One :class:`EngineMetrics` per tokenizer manager, on its own registry, so
+several engines in one process never share series. Counters and histograms
+are updated as requests flow; load gauges are read from the scheduler's last
+stats when ``/metrics`` is scraped.
+"""
 
 from __future__ import annotations
 
-import bisect
-import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 ITL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class Histogram:
-    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...]) -> None:
-        self.name, self.help, self.buckets = name, help_text, buckets
-        self.counts = [0] * (len(buckets) + 1)
-        self.sum = 0.0
-        self.lock = threading.Lock()
+class _LoadGauges(Collector):
+    """Gauges computed at scrape time from ``stats()`` (the scheduler's last report, or None)."""
 
-    def observe(self, v: float) -> None:
-        with self.lock:
-            self.counts[bisect.bisect_left(self.buckets, v)] += 1
-            self.sum += v
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self.stats = stats
 
-    def render(self) -> list[str]:
-        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        acc = 0
-        for le, c in zip((*self.buckets, float("inf")), self.counts):
-            acc += c
-            out.append(f'{self.name}_bucket{{le="{"+Inf" if le == float("inf") else le}"}} {acc}')
-        out += [f"{self.name}_sum {self.sum}", f"{self.name}_count {acc}"]
-        return out
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        s = self.stats()
+        values = {
+            "num_running_reqs": (s.num_running if s else 0, "requests being decoded"),
+            "num_queue_reqs": (s.num_waiting if s else 0, "requests waiting for KV pages or a batch slot"),
+            "token_usage": (round(s.kv_used_pages / s.kv_total_pages, 4) if s else 0.0, "fraction of KV pages in use (cached included)"),
+            "used_pages": (s.kv_used_pages if s else 0, "KV pages in use (cached included)"),
+            "cached_pages": (s.cached_pages if s else 0, "KV pages held by the prefix cache"),
+        }
+        for name, (v, help_text) in values.items():
+            yield GaugeMetricFamily(f"sglang_{name}", help_text, value=v)
 
 
-def render_metrics(counters: dict[str, int], gauges: dict[str, float], histograms: list[Histogram]) -> str:
-    lines: list[str] = []
-    for name, v in counters.items():
-        lines += [f"# TYPE sglang_{name}_total counter", f"sglang_{name}_total {v}"]
-    for name, v in gauges.items():
-        lines += [f"# TYPE sglang_{name} gauge", f"sglang_{name} {v}"]
-    for h in histograms:
-        lines += h.render()
-    return "\n".join(lines) + "\n"
+class EngineMetrics:
+    """Counters, latency histograms and load gauges of one engine."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("sglang_requests", "Requests admitted to the engine", registry=r)
+        self.prompt_tokens = Counter("sglang_prompt_tokens", "Prompt tokens admitted", registry=r)
+        self.generation_tokens = Counter("sglang_generation_tokens", "Tokens generated", registry=r)
+        self.aborted = Counter("sglang_aborted_requests", "Requests aborted (client gone or abort asked), each once", registry=r)
+        self.failed = Counter("sglang_request_errors", "Requests that ended with an error, by route and kind "
+                              "(validation: rejected with a 4xx; engine: failed while served)", ["route", "kind"], registry=r)
+        self.ttft = Histogram("sglang_time_to_first_token_seconds", "Time to first token", buckets=TTFT_BUCKETS, registry=r)
+        self.itl = Histogram("sglang_inter_token_latency_seconds", "Time between streamed chunks", buckets=ITL_BUCKETS, registry=r)
+        r.register(_LoadGauges(stats))
+
+    def count_error(self, route: str, kind: str) -> None:
+        self.failed.labels(route=route, kind=kind).inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every series."""
+        return generate_latest(self.registry)

@@ -7,6 +7,14 @@ cache, stream). When KV pages run out the radix cache evicts; when that is not
 enough a running request is retracted to the waiting queue (its tokens are
 kept and recomputed later: nothing is lost). The scheduler sees requests and
 page ids only; the model runner owns every host-to-device copy.
+
+Faults are contained per request: an exception while admitting, running or
+finishing one request fails that request (its client gets the error, its
+pages are freed) and the loop goes on; a batch whose forward raises is re-run
+one request at a time so only the request that raises fails (with
+``--tp-size`` 1: with several ranks a one-sided fault would desynchronise the
+collectives, so it stops the engine). Failures outside any request are
+counted by :class:`LoopGuard`.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ import time
 from collections import deque
 from typing import Any
 
+from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
 from sglang.srt.layers.sampler import RequestSampler
-from sglang.srt.managers.io_struct import AbortReq, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
+from sglang.srt.managers.io_struct import AbortReq, EngineFatal, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import order_waiting
+from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard, SchedulerFatalError
 from sglang.srt.managers.scheduler_output import build_output, check_finished
 from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
@@ -29,7 +39,7 @@ from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsEr
 logger = logging.getLogger(__name__)
 
 
-class Scheduler:
+class Scheduler(FaultContainment):
     def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
         from sglang.srt.mem_cache.radix_cache import RadixCache
         from sglang.srt.tokenizer import load_tokenizer
@@ -46,6 +56,9 @@ class Scheduler:
         self.tree = None if get_schedule().disable_radix_cache else RadixCache(self.allocator, self.page_size)
         self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path, runner.tokenizer_info)
         self.eos_ids = set(self.tokenizer.eos_token_ids)
+        self.vocab_size = int(self.tokenizer.vocab_size)
+        self.live: dict[str, Req] = {}  # every admitted, unfinished request
+        self.guard = LoopGuard()
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
         self.chunked_req: Req | None = None
@@ -65,9 +78,12 @@ class Scheduler:
 
     def add_request(self, msg: TokenizedGenerateReqInput) -> None:
         try:
-            params = SamplingParams.from_dict(msg.sampling_params)
+            params = SamplingParams.from_dict(msg.sampling_params, self.vocab_size)
         except SamplingParamsError as exc:
             self.outbox.append(SchedulerError(msg.rid, str(exc)))
+            return
+        if not msg.input_ids or not all(isinstance(t, int) and 0 <= t < self.vocab_size for t in msg.input_ids):
+            self.outbox.append(SchedulerError(msg.rid, f"input_ids must be a non-empty list of token ids in [0, {self.vocab_size})"))
             return
         if len(msg.input_ids) >= self.context_length or len(msg.input_ids) + 1 > self.max_total_tokens:
             self.outbox.append(SchedulerError(msg.rid, f"the prompt has {len(msg.input_ids)} tokens; this server takes at most "
@@ -81,11 +97,13 @@ class Scheduler:
             self.outbox.append(build_output([req]))
             return
         self.waiting.append(req)
+        self.live[req.rid] = req
 
     def abort(self, rid: str) -> None:
         for r in list(self.waiting):
             if r.rid == rid:
                 self.waiting.remove(r)
+                self.live.pop(r.rid, None)
                 self._release(r, cache=False)
                 r.finished_reason = {"type": "abort"}
                 self.outbox.append(build_output([r]))
@@ -186,6 +204,7 @@ class Scheduler:
             if victim is req and len(self.running) == 1:
                 req.finished_reason = {"type": "abort", "message": f"the KV cache ({self.max_total_tokens} tokens) is full; raise --max-total-tokens"}
                 self.running.remove(req)
+                self.live.pop(req.rid, None)
                 self._release(req, cache=False)
                 self.outbox.append(build_output([req]))
                 continue
@@ -215,53 +234,89 @@ class Scheduler:
         return self.tp_worker.forward_batch_generation(mwb)
 
     def process_batch_result(self, batch: ScheduleBatch, result: tuple[list[int | None], list[Any]]) -> None:
-        """Append sampled tokens, finish requests, cache prefixes, queue outputs."""
+        """Append sampled tokens, finish requests, cache prefixes, queue outputs.
+
+        A request whose bookkeeping raises (a stop-string check, a hook) fails alone.
+        """
         tokens, infos = result
+        done: list[Req] = []
         for req, n, tok, info in zip(batch.reqs, batch.extend_lens, tokens, infos):
-            req.kv_len += n
-            if tok is None:  # an unfinished prefill chunk
-                self.chunked_req = req
+            try:
+                self._advance(batch, req, n, tok, info)
+            except Exception as exc:
+                if fail_fast(exc):
+                    raise
+                self.fail_request(req, exc)
                 continue
-            req.output_ids.append(tok)
-            req.pending.append(tok)
-            if info is not None:
-                req.pending_logprobs.append(info)
-            req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
-            if req.finished_reason is not None:
-                if req in self.running:
-                    self.running.remove(req)
-                self._release(req, cache=True)
-            elif batch.mode is ForwardMode.EXTEND:
-                if self.tree is not None:
-                    self._cache(req)
-                self.running.append(req)
-        out = build_output(batch.reqs)
+            done.append(req)
+        out = build_output(done)
         if out is not None:
             self.outbox.append(out)
 
+    def _advance(self, batch: ScheduleBatch, req: Req, n: int, tok: int | None, info: Any) -> None:
+        req.kv_len += n
+        if tok is None:  # an unfinished prefill chunk
+            self.chunked_req = req
+            return
+        req.output_ids.append(tok)
+        req.pending.append(tok)
+        if info is not None:
+            req.pending_logprobs.append(info)
+        req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
+        if req.finished_reason is not None:
+            if req in self.running:
+                self.running.remove(req)
+            self.live.pop(req.rid, None)
+            self._release(req, cache=True)
+        elif batch.mode is ForwardMode.EXTEND:
+            if self.tree is not None:
+                self._cache(req)
+            self.running.append(req)
+
     def step(self) -> bool:
-        """One scheduling iteration; False when there was nothing to run."""
-        batch = self.get_next_batch_to_run()
-        if batch is None:
+        """One scheduling iteration, faults contained; False when there was nothing to run."""
+        try:
+            batch = self.get_next_batch_to_run()
+        except Exception as exc:
+            self._sweep_orphans(exc)  # requests the lost batch had taken
+            self.guard.failed("Scheduler.get_next_batch_to_run", exc)
             return False
-        self.process_batch_result(batch, self.run_batch(batch))
+        if batch is None:
+            self.guard.ok()
+            return False
+        try:
+            result = self.run_batch(batch)
+        except Exception as exc:
+            if fail_fast(exc) or self.server_args.tp_size > 1:
+                raise
+            self._run_one_by_one(batch, exc)
+        else:
+            try:
+                self.process_batch_result(batch, result)
+            except Exception as exc:
+                self._sweep_orphans(exc)
+                self.guard.failed("Scheduler.process_batch_result", exc)
+                return True
+        self.guard.ok()
         return True
 
     def stats(self) -> SchedulerStats:
         used = self.allocator.num_pages - self.allocator.available_pages()
         cached = self.tree.cached_pages if self.tree is not None else 0
-        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached)
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures())
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req)
 
     def event_loop(self) -> None:
-        """Serve forever: receive, schedule, run, send."""
+        """Serve until a fatal fault: receive, schedule, run, send."""
         assert self.io is not None
         last_stats = 0.0
         while True:
             for msg in self.io.recv(block=not self.has_work()):
-                self.handle(msg)
+                self._handle_safely(msg)
             self.step()
             if self.tp_rank == 0:
                 now = time.monotonic()
@@ -307,4 +362,13 @@ def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank
         "process": f"scheduler TP{tp_rank} (pid {os.getpid()})",
         "manifest": plugin_manifest(),
     })
-    scheduler.event_loop()
+    try:
+        scheduler.event_loop()
+    except BaseException as exc:  # tell the clients why before the process goes
+        message = str(exc) if isinstance(exc, SchedulerFatalError) else f"scheduler TP{tp_rank} stopped: {describe_fault(exc)}"
+        logging.getLogger(__name__).critical("%s", message, exc_info=exc)
+        try:
+            io.send(EngineFatal(message))
+        except Exception:
+            pass
+        raise SystemExit(1) from None

@@ -18,9 +18,17 @@ from typing import Any
 
 import zmq
 
-from sglang.srt.managers.io_struct import AbortReq, BatchStrOut, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
-from sglang.srt.managers.metrics import ITL_BUCKETS, TTFT_BUCKETS, Histogram
-from sglang.srt.sampling.sampling_params import SamplingParams
+from sglang.srt.managers.io_struct import (
+    AbortReq,
+    BatchStrOut,
+    EngineFatal,
+    FlushCacheReq,
+    SchedulerError,
+    SchedulerStats,
+    TokenizedGenerateReqInput,
+)
+from sglang.srt.managers.metrics import EngineMetrics
+from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +37,24 @@ class EngineDeadError(RuntimeError):
     """A child process of the engine died; the message names it and its exit code."""
 
 
+class ServerShutdown(EngineDeadError):
+    """The server is stopping (SIGTERM/SIGINT): pending requests end with this, and it is not a fault."""
+
+
 class RequestError(ValueError):
     """The request is invalid (the message names the parameter); the engine keeps serving."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class RequestFailedError(RuntimeError):
+    """The request failed while the engine served it (the message names the cause, and the
+    plugin when a hook raised); only this request ended, the engine keeps serving."""
+
+
+MAX_PROMPT_CHARS = 1 << 22  # the HTTP body limit bounds this too; this guards sglang.Engine callers
 
 
 @dataclass
@@ -44,6 +68,7 @@ class ReqState:
     meta: dict[str, Any] = field(default_factory=dict)
     logprobs: list[Any] = field(default_factory=list)
     error: BaseException | None = None
+    abort_sent: bool = False
     created: float = field(default_factory=time.perf_counter)
     last_chunk: float = 0.0
     event: threading.Event = field(default_factory=threading.Event)
@@ -74,9 +99,7 @@ class TokenizerManager:
         self.send_lock = threading.Lock()
         self.stats: SchedulerStats | None = None
         self.dead: BaseException | None = None
-        self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "aborted_requests": 0}
-        self.ttft = Histogram("sglang_time_to_first_token_seconds", "Time to first token", TTFT_BUCKETS)
-        self.itl = Histogram("sglang_inter_token_latency_seconds", "Time between streamed chunks", ITL_BUCKETS)
+        self.metrics = EngineMetrics(lambda: self.stats)
         self._ids = itertools.count()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
@@ -84,12 +107,19 @@ class TokenizerManager:
 
     # -- requests ------------------------------------------------------------------
     def tokenize(self, prompt: str | None, input_ids: list[int] | None) -> list[int]:
+        """Token ids of the prompt; raises :class:`RequestError` for anything that is not a usable prompt."""
         if input_ids is not None:
-            if not isinstance(input_ids, list) or not input_ids or not all(isinstance(t, int) and 0 <= t < self.tokenizer.vocab_size for t in input_ids):
-                raise RequestError(f"input_ids must be a non-empty list of token ids in [0, {self.tokenizer.vocab_size})")
+            vocab = self.tokenizer.vocab_size
+            if not isinstance(input_ids, list) or not input_ids or not all(
+                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in input_ids
+            ):
+                raise RequestError(f"input_ids must be a non-empty list of token ids in [0, {vocab})", "input_ids")
             return list(input_ids)
         if not isinstance(prompt, str) or not prompt:
-            raise RequestError("prompt must be a non-empty string (or pass input_ids)")
+            raise RequestError("prompt must be a non-empty string (or pass input_ids)", "prompt")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise RequestError(f"the prompt has {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are accepted", "prompt")
+        check_text(prompt, "prompt")
         return self.tokenizer.encode(prompt)
 
     def submit(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None, input_ids: list[int] | None = None,
@@ -98,22 +128,22 @@ class TokenizerManager:
         if self.dead is not None:
             raise EngineDeadError(str(self.dead)) from self.dead
         try:
-            params = SamplingParams.from_dict(sampling_params)
-        except (ValueError, TypeError) as exc:
-            raise RequestError(str(exc)) from None
+            params = SamplingParams.from_dict(sampling_params, self.tokenizer.vocab_size)
+        except SamplingParamsError as exc:
+            raise RequestError(str(exc), exc.param) from None
         ids = self.tokenize(prompt, input_ids)
         limit = min(self.context_length, self.max_total_tokens)
         if len(ids) + params.max_new_tokens > limit:
             raise RequestError(
                 f"the prompt ({len(ids)} tokens) plus max_new_tokens ({params.max_new_tokens}) exceeds the context of "
-                f"{limit} tokens; shorten the prompt or lower max_new_tokens"
+                f"{limit} tokens; shorten the prompt or lower max_new_tokens", "max_new_tokens"
             )
         rid = rid or f"{uuid.uuid4().hex[:12]}-{next(self._ids)}"
         state = ReqState(rid, len(ids))
         with self.lock:
             self.states[rid] = state
-            self.counters["requests"] += 1
-            self.counters["prompt_tokens"] += len(ids)
+        self.metrics.requests.inc()
+        self.metrics.prompt_tokens.inc(len(ids))
         with self.send_lock:
             self.send_sock.send_pyobj(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream))
         if self.server_args.log_requests:
@@ -121,10 +151,23 @@ class TokenizerManager:
         return state
 
     def abort(self, rid: str) -> None:
+        """Stop an unfinished request (its client went away); counted once however often it is called."""
         with self.lock:
-            self.counters["aborted_requests"] += 1
+            st = self.states.get(rid)
+            if st is None or st.abort_sent:
+                return
+            st.abort_sent = True
+        self.metrics.aborted.inc()
         with self.send_lock:
             self.send_sock.send_pyobj(AbortReq(rid))
+
+    def hook_failures(self) -> list[dict[str, Any]]:
+        """Exceptions hooks raised when called, since start: this process's and the scheduler's (TP rank 0)."""
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        return [{**f, "process": "tokenizer"} for f in HookRegistry.call_failures()] + [
+            {**f, "process": "scheduler"} for f in (self.stats.hook_failures if self.stats else [])
+        ]
 
     def flush_cache(self) -> None:
         with self.send_lock:
@@ -141,7 +184,10 @@ class TokenizerManager:
             if isinstance(msg, SchedulerStats):
                 self.stats = msg
             elif isinstance(msg, SchedulerError):
-                self._finish_with_error(msg.rid, RequestError(msg.message))
+                self._on_error(msg)
+            elif isinstance(msg, EngineFatal):
+                logger.error("the engine stopped: %s", msg.message)
+                self.fail_all(EngineDeadError(msg.message))
             elif isinstance(msg, BatchStrOut):
                 self._dispatch(msg)
 
@@ -156,10 +202,10 @@ class TokenizerManager:
                 st.logprobs.extend(meta.get("logprobs") or [])
                 st.meta = meta
                 st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
-                self.counters["generation_tokens"] += len(ids)
                 now = time.perf_counter()
                 if ids:
-                    (self.itl if st.last_chunk else self.ttft).observe(now - (st.last_chunk or st.created))
+                    self.metrics.generation_tokens.inc(len(ids))
+                    (self.metrics.itl if st.last_chunk else self.metrics.ttft).observe(now - (st.last_chunk or st.created))
                     st.last_chunk = now
                 if reason is not None:
                     st.finished = reason
@@ -167,6 +213,14 @@ class TokenizerManager:
                     if self.server_args.log_requests:
                         logger.info("finished %s (%s, %d tokens): %r", rid, reason.get("type"), len(st.output_ids), st.text[:500])
             st.wake()
+
+    def _on_error(self, msg: SchedulerError) -> None:
+        if msg.status < 500:
+            self._finish_with_error(msg.rid, RequestError(msg.message))
+            return
+        self._finish_with_error(msg.rid, RequestFailedError(msg.message))
+        with self.send_lock:  # a request that failed outside the scheduler may still run there
+            self.send_sock.send_pyobj(AbortReq(msg.rid))
 
     def _finish_with_error(self, rid: str, err: BaseException) -> None:
         with self.lock:
@@ -176,8 +230,9 @@ class TokenizerManager:
             st.wake()
 
     def fail_all(self, err: BaseException) -> None:
-        """Wake every waiting request with ``err`` (a child died)."""
-        self.dead = err
+        """Wake every waiting request with ``err`` (a child died); the first cause is kept."""
+        if self.dead is None:
+            self.dead = err
         with self.lock:
             states, self.states = list(self.states.values()), {}
         for st in states:
@@ -190,3 +245,11 @@ class TokenizerManager:
         self.send_sock.close(0)
         self.recv_sock.close(0)
         self.ctx.term()
+
+
+def check_text(text: str, field: str) -> None:
+    """Reject text that cannot be encoded as UTF-8 (a lone surrogate such as ``"\\ud800"``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestError(f"{field} is not valid Unicode text: {exc.reason} at character {exc.start}", field) from None
