@@ -9,11 +9,13 @@ from __future__ import annotations
 import datetime
 import logging
 
+from sglang.utils.dist_store import bound_store
+
 logger = logging.getLogger(__name__)
 
 
 def init_distributed_environment(backend: str, world_size: int, rank: int, init_method: str, timeout_s: float = 600.0) -> None:
-    """Join the default process group (idempotent within a process)."""
+    """Join the default process group (idempotent within a process); every socket binds the init host."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -23,7 +25,12 @@ def init_distributed_environment(backend: str, world_size: int, rank: int, init_
                 f"not {rank}/{world_size}"
             )
         return
-    dist.init_process_group(backend, init_method=init_method, world_size=world_size, rank=rank, timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if init_method.startswith("tcp://"):
+        store = bound_store(init_method, world_size, rank, timeout)
+        dist.init_process_group(backend, store=store, world_size=world_size, rank=rank, timeout=timeout)
+    else:
+        dist.init_process_group(backend, init_method=init_method, world_size=world_size, rank=rank, timeout=timeout)
     logger.info("joined process group: backend=%s rank=%d world_size=%d", backend, rank, world_size)
 
 

@@ -7,6 +7,7 @@ bound and the model is built.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from typing import Any
@@ -65,13 +66,17 @@ class GPUWorker:
         self.info["distributed_backend"] = backend
         self.info["distributed_device_id"] = "device_id" in kwargs
         if self.world_size > 1 and not dist.is_initialized():
-            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{self.dist_port}", world_size=self.world_size, rank=self.rank, **kwargs)
+            from sglang.utils.dist_store import bound_store
+
+            timeout = datetime.timedelta(seconds=600)
+            store = bound_store(f"tcp://127.0.0.1:{self.dist_port}", self.world_size, self.rank, timeout)  # loopback only
+            dist.init_process_group(backend, store=store, world_size=self.world_size, rank=self.rank, timeout=timeout, **kwargs)
         init_sequence_parallel(self.world_size, self.rank, dist.group.WORLD if dist.is_initialized() else None)
 
     def execute_forward(self, params: SamplingParams) -> list[DiffusionOutput]:
         """Draw every image ``params`` asks for, in chunks of ``max_batch_size``."""
         cfg = self.pipeline.config
-        params.validate(cfg.dit.image_size)
+        params.validate(cfg.dit.image_size, cfg.default_num_inference_steps)
         prompts = params.prompts()
         labels = [cfg.class_for_prompt(p) for p in prompts]
         seeds = params.seeds(len(prompts))

@@ -1,0 +1,1 @@
+"""Helpers both runtimes share (they import no runtime)."""
