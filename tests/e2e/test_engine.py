@@ -100,7 +100,7 @@ def test_logprobs_are_returned_on_request(engine):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"prompt": "x", "sampling_params": {"temperature": -1}}, "temperature must be >= 0"),
+        ({"prompt": "x", "sampling_params": {"temperature": -1}}, r"temperature must be in \[0, 1e\+06\], got -1"),
         ({"prompt": "", "sampling_params": {}}, "prompt must be a non-empty string"),
         ({"input_ids": [10**9], "sampling_params": {}}, "input_ids must be a non-empty list of token ids"),
         ({"prompt": "word " * 9000, "sampling_params": {}}, "exceeds the context of"),

@@ -25,7 +25,9 @@ class ServerProc:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.text()}")
+                text = self.text()
+                self.fh.close()
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{text}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
                     if r.status == 200:

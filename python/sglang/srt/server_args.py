@@ -78,7 +78,11 @@ class ServerArgs:
     # -- serving -------------------------------------------------------------
     host: str = arg("127.0.0.1", Arg("address the HTTP server binds"), NS("serving"))
     port: int = arg(30000, Arg("port of the HTTP server"), NS("serving"))
-    api_key: str | None = arg(None, Arg("require Authorization: Bearer KEY on every route but /health"), NS("serving"))
+    api_key: str | None = arg(None, Arg("require Authorization: Bearer KEY on every route but /health (never logged or served)", secret=True), NS("serving"))
+    max_request_bytes: int = arg(4 << 20, Arg("largest request body accepted; a larger one gets 413"), NS("serving"))
+    allowed_hosts: str | None = arg(None, Arg("comma-separated Host header values accepted (others get 400, against DNS rebinding); "
+                                              "default: the bound host and localhost, or any host when binding all interfaces; * allows any"),
+                                    NS("serving"))
     served_model_name: str | None = arg(None, Arg("model name reported by the API (default: the model path)"), NS("serving"))
     # -- observability -------------------------------------------------------
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))

@@ -12,6 +12,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="sub", metavar="COMMAND", required=True)
     d = sub.add_parser("doctor", help="every plugin entry point, what became of it and why; platform decisions; shadowed installs")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--url", help="also ask this running server (e.g. http://127.0.0.1:30000) for the hook failures counted since it started")
+    d.add_argument("--api-key", help="the server's --api-key, for --url (or set SGLANG_API_KEY)")
     e = sub.add_parser("explain", help="the applied hook chain of one target, in call order, and the hooks skipped")
     e.add_argument("target", help="a hook target, e.g. sglang.srt.managers.scheduler.Scheduler.__init__")
     e.add_argument("--runtime", choices=("auto", "srt", "diffusion"), default="auto", help="whose registry (default: from the target's module)")

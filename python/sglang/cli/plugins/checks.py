@@ -15,7 +15,7 @@ from typing import Any
 GROUPS = ("sglang.srt.platforms", "sglang.srt.plugins", "sglang.multimodal_gen.platforms", "sglang.multimodal_gen.plugins")
 PLATFORM_GROUPS = GROUPS[0::2]
 # What an activation callback may import of sglang without touching the runtime.
-SAFE_PREFIXES = ("sglang.srt.platforms", "sglang.plugin_core", "sglang.multimodal_gen.runtime.platforms")
+SAFE_PREFIXES = ("sglang.srt.platforms", "sglang.plugin_core", "sglang.multimodal_gen.runtime.platforms", "sglang.utils")
 SAFE_MODULES = ("sglang", "sglang.srt", "sglang.host", "sglang.multimodal_gen", "sglang.multimodal_gen.runtime", "sglang.multimodal_gen.envs")
 
 

@@ -187,7 +187,42 @@ def format_report(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def server_hook_failures(url: str, api_key: str | None) -> dict[str, Any]:
+    """``/get_server_info``'s hook failures of a running server (exceptions hooks raised while serving)."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url.rstrip("/") + "/get_server_info")
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            info = json.loads(r.read())
+    except (OSError, ValueError, urllib.error.URLError) as exc:
+        return {"url": url, "ok": False, "error": f"{type(exc).__name__}: {exc} (is the server up? pass --api-key if it has one)", "hook_failures": []}
+    return {"url": url, "ok": True, "error": None, "hook_failures": info.get("hook_failures", [])}
+
+
+def _fmt_server(srv: dict[str, Any]) -> list[str]:
+    if not srv["ok"]:
+        return [f"server {srv['url']}: not reachable: {srv['error']}"]
+    lines = [f"server {srv['url']}: hook failures since start:" + ("" if srv["hook_failures"] else " none")]
+    for f in srv["hook_failures"]:
+        lines.append(f"  - {f['count']}x {f['hook']} on {f['target']} [plugin {f['plugin']}, {f['dist'] or 'no distribution'}] in the {f['process']}")
+    return lines
+
+
 def cmd_doctor(args: Any) -> int:
     rep = diagnose()
-    print(json.dumps(rep, indent=2, default=str) if args.json else format_report(rep))
+    if getattr(args, "url", None):
+        rep["server"] = server_hook_failures(args.url, args.api_key or os.environ.get("SGLANG_API_KEY"))
+        rep["ok"] = rep["ok"] and rep["server"]["ok"]
+    if args.json:
+        print(json.dumps(rep, indent=2, default=str))
+    else:
+        text = format_report(rep)
+        if "server" in rep:
+            head, _, last = text.rpartition("\n")
+            text = "\n".join([head, *_fmt_server(rep["server"]), last])
+        print(text)
     return 0 if rep["ok"] else 1

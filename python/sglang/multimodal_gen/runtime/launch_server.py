@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from sglang.multimodal_gen.runtime.entrypoints.client import RequestFailedError, SchedulerClient, SchedulerDiedError
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams, SamplingParamsError
@@ -27,17 +27,17 @@ class ImageGenerationRequest(BaseModel):
     """OpenAI ``images.generate`` body plus the sglang extensions ``seed``,
     ``num_inference_steps`` and ``guidance_scale``."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    prompt: str
-    model: str | None = None
-    n: int = 1
-    size: str | None = None
-    response_format: str | None = "b64_json"
-    seed: int | None = None
-    num_inference_steps: int | None = None
-    guidance_scale: float | None = None
-    user: str | None = None
+    prompt: StrictStr = Field(max_length=4096)
+    model: StrictStr | None = None
+    n: StrictInt = 1  # ranges: SamplingParams.validate, the one place that decides them
+    size: StrictStr | None = Field(None, max_length=16)
+    response_format: StrictStr | None = "b64_json"
+    seed: StrictInt | None = None
+    num_inference_steps: StrictInt | None = None
+    guidance_scale: StrictFloat | None = Field(None, allow_inf_nan=False)
+    user: StrictStr | None = None
 
 
 def _parse_size(size: str | None) -> int | None:
@@ -53,7 +53,7 @@ def build_app(client: SchedulerClient, server_args: Any, info: dict[str, Any]) -
     app = FastAPI(title="sglang diffusion", docs_url=None, redoc_url=None)
     name = server_args.served_model_name or server_args.model_path
 
-    install_common(app, server_args.api_key)
+    install_common(app, server_args.api_key, host=server_args.host)
 
     @app.get("/health")
     async def health() -> Response:

@@ -21,6 +21,7 @@ def check_server_args(sa: Any) -> None:
     _need(sa.nnodes == 1 or bool(sa.dist_init_addr), f"--nnodes {sa.nnodes} needs --dist-init-addr HOST:PORT of node 0")
     _need(sa.tp_size % sa.nnodes == 0, f"--tp-size {sa.tp_size} must be a multiple of --nnodes {sa.nnodes}")
     _need(1 <= sa.port <= 65535, f"--port must be in 1..65535, got {sa.port}")
+    _need(sa.max_request_bytes >= 1024, f"--max-request-bytes must be at least 1024, got {sa.max_request_bytes}")
     _need(sa.page_size >= 1 and (sa.page_size & (sa.page_size - 1)) == 0, f"--page-size must be a power of two, got {sa.page_size}")
     if sa.mem_fraction_static is not None:
         _need(0 < sa.mem_fraction_static < 1, f"--mem-fraction-static must be in (0, 1), got {sa.mem_fraction_static}")

@@ -27,6 +27,7 @@ class Arg:
     cli: str | None = None  # the flag; default: --field-name
     resolvable: bool = False
     metavar: str | None = None
+    secret: bool = False  # never shown: dumps, logs and /get_server_info print "***"
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,11 @@ def field_ns(f: dataclasses.Field) -> NS:
 def public_fields(cls: type) -> list[dataclasses.Field]:
     """The ``ServerArgs`` fields that carry metadata (all of them, by the lint)."""
     return [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+
+
+REDACTED = "***"
+
+
+def shown_value(f: dataclasses.Field, value: Any) -> Any:
+    """``value`` as it may appear in a log, a dump or a response (a secret that is set is ``***``)."""
+    return REDACTED if field_arg(f).secret and value is not None else value

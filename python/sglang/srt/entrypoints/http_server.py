@@ -8,28 +8,48 @@ SIGINT/SIGTERM (children stopped within seconds) or until a child process dies
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import sys
 import threading
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest
-from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing
-from sglang.srt.managers.metrics import render_metrics
-from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
+from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing, error_event
+from sglang.srt.managers.metrics import CONTENT_TYPE
+from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
 from sglang.srt.utils.graceful_server import graceful_server_class
 from sglang.srt.utils.http_common import error, install_common
 
 logger = logging.getLogger(__name__)
 
+CLIENT_GONE = 499  # the status logged for a client that disconnected before its answer (nginx's convention)
+
 
 def _sse(stream: Any) -> StreamingResponse:
     return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+    """Await ``work``; if the client disconnects first, cancel it (its requests are aborted) and
+    return a bare 499 response nobody reads."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=0.25)
+        if done:
+            return task.result()
+        if await request.is_disconnected():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            return Response(status_code=CLIENT_GONE)
 
 
 def build_app(engine: Any, server_args: Any) -> FastAPI:
@@ -38,20 +58,32 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
     serving = OpenAIServing(engine, name)
     app = FastAPI(title="sglang", docs_url=None, redoc_url=None)
     tm = engine.tokenizer_manager
+    routes: set[str] = set()
 
-    install_common(app, server_args.api_key)
+    def count(path: str, status: int) -> None:
+        tm.metrics.count_error(path if path in routes else "unmatched", "validation" if status < 500 else "engine")
+
+    install_common(app, server_args.api_key, server_args.max_request_bytes, server_args.host, server_args.allowed_hosts, on_error=count)
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
-        return error(400, str(exc))
+        count(request.url.path, 400)
+        return error(400, str(exc), param=exc.param)
 
     @app.exception_handler(ModelNotFound)
     async def model_not_found(request: Request, exc: ModelNotFound) -> JSONResponse:
+        count(request.url.path, 404)
         return error(404, str(exc), param="model", code="model_not_found")
+
+    @app.exception_handler(RequestFailedError)
+    async def request_failed(request: Request, exc: RequestFailedError) -> JSONResponse:
+        count(request.url.path, 500)
+        return error(500, str(exc), "server_error", code="engine_error")
 
     @app.exception_handler(EngineDeadError)
     async def engine_dead(request: Request, exc: EngineDeadError) -> JSONResponse:
-        return error(503, str(exc), "server_error")
+        count(request.url.path, 503)
+        return error(503, str(exc), "server_error", code="shutting_down" if isinstance(exc, ServerShutdown) else "engine_dead")
 
     @app.get("/health")
     async def health() -> Response:
@@ -59,7 +91,7 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
 
     @app.get("/health_generate")
     async def health_generate() -> Response:
-        st = engine.open_request(input_ids=[tm.tokenizer.bos_token_id or 1], sampling_params={"max_new_tokens": 1})
+        st = await engine.aopen_request(input_ids=[tm.tokenizer.bos_token_id or 1], sampling_params={"max_new_tokens": 1})
         async for _ in engine.stream_request(st):
             pass
         return Response(status_code=200)
@@ -70,30 +102,38 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
                                             "max_model_len": serving.context}]}
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Any:
-        out = await serving.completion(req)
-        return out if isinstance(out, dict) else _sse(out)
+    async def completions(req: CompletionRequest, request: Request) -> Any:
+        out = await unless_disconnected(request, serving.completion(req))
+        return out if isinstance(out, (dict, Response)) else _sse(out)
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatCompletionRequest) -> Any:
-        out = await serving.chat(req)
-        return out if isinstance(out, dict) else _sse(out)
+    async def chat(req: ChatCompletionRequest, request: Request) -> Any:
+        out = await unless_disconnected(request, serving.chat(req))
+        return out if isinstance(out, (dict, Response)) else _sse(out)
 
     @app.post("/generate")
-    async def generate(req: GenerateRequest) -> Any:
+    async def generate(req: GenerateRequest, request: Request) -> Any:
         if (req.text is None) == (req.input_ids is None):
-            raise RequestError("pass exactly one of 'text' or 'input_ids'")
-        st = engine.open_request(req.text, req.sampling_params, req.input_ids)
+            raise RequestError("pass exactly one of 'text' or 'input_ids'", "text")
+        st = await engine.aopen_request(req.text, req.params(), req.input_ids)
         if req.stream:
             async def events() -> Any:
-                async for c in engine.stream_request(st):
-                    yield "data: " + json.dumps({"text": c["text"], "output_ids": c["output_ids"], "meta_info": c["meta_info"]}) + "\n\n"
+                try:
+                    async for c in engine.stream_request(st):
+                        yield "data: " + json.dumps({"text": c["text"], "output_ids": c["output_ids"], "meta_info": c["meta_info"]}) + "\n\n"
+                except Exception as exc:
+                    count("/generate", 500)
+                    yield error_event(exc)
                 yield "data: [DONE]\n\n"
 
             return _sse(events())
-        async for _ in engine.stream_request(st):
-            pass
-        return engine.result(st)
+
+        async def finish() -> Any:
+            async for _ in engine.stream_request(st):
+                pass
+            return engine.result(st)
+
+        return await unless_disconnected(request, finish())
 
     @app.get("/get_server_info")
     async def server_info() -> dict[str, Any]:
@@ -109,6 +149,7 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
             "plugins": [r.as_dict() for r in plugin_records()],
             "hooks": {t: [{"type": e.type.name, "hook": e.hook, "plugin": e.plugin, "dist": e.dist} for e in HookRegistry.describe(t)]
                       for t in HookRegistry.applied_targets()},
+            "hook_failures": tm.hook_failures(),
         }
 
     @app.post("/flush_cache")
@@ -118,12 +159,9 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        s = tm.stats
-        gauges = {"num_running_reqs": s.num_running if s else 0, "num_queue_reqs": s.num_waiting if s else 0,
-                  "token_usage": round(s.kv_used_pages / s.kv_total_pages, 4) if s else 0.0,
-                  "cached_pages": s.cached_pages if s else 0}
-        return PlainTextResponse(render_metrics(dict(tm.counters), gauges, [tm.ttft, tm.itl]), media_type="text/plain; version=0.0.4")
+        return Response(tm.metrics.render(), media_type=CONTENT_TYPE)
 
+    routes.update(getattr(r, "path", "") for r in app.routes)
     return app
 
 
@@ -150,28 +188,40 @@ def launch_server(server_args: Any) -> int:
     engine = Engine(server_args=server_args)
     _log_startup(server_args)
     app = build_app(engine, server_args)
+    tm = engine.tokenizer_manager
     config = uvicorn.Config(app, host=server_args.host, port=server_args.port, log_level="warning", timeout_graceful_shutdown=3)
-    server = graceful_server_class()(config)
     status = {"code": 0}
+
+    def stopping() -> None:  # SIGTERM/SIGINT: answer every in-flight request now, with an error body
+        def end_all() -> None:  # off the signal handler: the interrupted main thread may hold the manager's lock
+            logger.info("shutting down: ending %d pending requests", len(tm.states))
+            tm.fail_all(ServerShutdown("the server is shutting down; retry against another replica or after it restarts"))
+
+        threading.Thread(target=end_all, daemon=True, name="sglang-shutdown").start()
+
+    def banner(_: Any) -> None:
+        url = f"http://{server_args.host}:{server_args.port}"
+        auth = " -H 'Authorization: Bearer <your --api-key>'" if server_args.api_key else ""
+        print(
+            f"sglang is serving {server_args.served_model_name or server_args.model_path} at {url}\n"
+            f"  try: curl {url}/v1/chat/completions{auth} -H 'Content-Type: application/json' "
+            "-d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'",
+            flush=True,
+        )
+
+    server = graceful_server_class(on_signal=stopping, on_started=banner)(config)
 
     def watch() -> None:
         while not server.should_exit:
-            if engine.tokenizer_manager is not None and engine.tokenizer_manager.dead is not None:
-                logger.error("shutting down: %s", engine.tokenizer_manager.dead)
+            dead = tm.dead
+            if dead is not None and not isinstance(dead, ServerShutdown):
+                logger.error("shutting down: %s", dead)
                 status["code"] = 1
                 server.should_exit = True
                 return
             time.sleep(0.2)
 
     threading.Thread(target=watch, daemon=True, name="sglang-server-watch").start()
-    url = f"http://{server_args.host}:{server_args.port}"
-    auth = f" -H 'Authorization: Bearer {server_args.api_key}'" if server_args.api_key else ""
-    print(
-        f"sglang is serving {server_args.served_model_name or server_args.model_path} at {url}\n"
-        f"  try: curl {url}/v1/chat/completions{auth} -H 'Content-Type: application/json' "
-        "-d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'",
-        flush=True,
-    )
     try:
         server.run()
     finally:

@@ -1,31 +1,171 @@
-"""What both runtimes' HTTP servers share: OpenAI-style errors, API-key auth, 400 on bad bodies."""
+"""What both runtimes' HTTP servers share: the request guard and OpenAI-shaped errors.
+
+Every response with a 4xx or 5xx status, FastAPI's and Starlette's own
+included (bad JSON, bad UTF-8, 404, 405, 413), carries the OpenAI error body
+``{"error": {"message", "type", "param", "code"}}``. The guard is a plain ASGI
+middleware (it sees every request before routing):
+
+- ``Host:`` must be one of the allowed hosts (DNS-rebinding protection), else 400;
+- ``--api-key`` guards every route but ``/health`` (401); the key is compared in
+  constant time and never echoed;
+- a body over ``--max-request-bytes`` gets 413, whether it declares its
+  length or streams it.
+"""
 
 from __future__ import annotations
 
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+          405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error", 422: "invalid_request_error",
+          429: "rate_limit_error", 503: "server_error"}
 
 
-def error(status: int, message: str, etype: str = "invalid_request_error", param: str | None = None, code: str | None = None) -> JSONResponse:
-    """An OpenAI-style error body."""
-    return JSONResponse({"error": {"message": message, "type": etype, "param": param, "code": code}}, status_code=status)
+def error_body(status: int, message: str, etype: str | None = None, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": etype or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+                      "param": param, "code": code}}
 
 
-def install_common(app: FastAPI, api_key: str | None) -> None:
-    """``--api-key`` guards every route but ``/health``; a body that fails validation is a 400 naming the field."""
+def error(status: int, message: str, etype: str | None = None, param: str | None = None, code: str | None = None) -> JSONResponse:
+    """An OpenAI-style error response."""
+    return JSONResponse(error_body(status, message, etype, param, code), status_code=status)
 
-    @app.middleware("http")
-    async def auth(request: Request, call_next: Any) -> Response:
-        if api_key and request.url.path != "/health":
-            if request.headers.get("authorization") != f"Bearer {api_key}":
-                return error(401, "invalid or missing API key: send 'Authorization: Bearer <key>'", "authentication_error", code="invalid_api_key")
-        return await call_next(request)
+
+def allowed_hosts(host: str, configured: str | None) -> frozenset[str] | None:
+    """The accepted ``Host:`` names (``None``: any). Default: the bound host and the loopback names,
+    or any host when the server binds every interface."""
+    if configured:
+        names = {h.strip().lower() for h in configured.split(",") if h.strip()}
+        return None if "*" in names else frozenset(names)
+    if host in WILDCARD_HOSTS:
+        return None
+    return frozenset({host.lower().strip("[]"), "localhost", "127.0.0.1", "::1"})
+
+
+def _host_name(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:30000
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class RequestGuard:
+    """ASGI middleware: Host check, API key, body size limit (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None, max_body: int, hosts: frozenset[str] | None,
+                 open_paths: Iterable[str] = ("/health",), on_reject: Callable[[str, int], None] | None = None) -> None:
+        self.app, self.api_key, self.max_body, self.hosts = app, api_key, max_body, hosts
+        self.open_paths = frozenset(open_paths)
+        self.on_reject = on_reject
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        path = scope.get("path", "")
+        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+            await self._reject(send, path, 400, "the Host header is not one this server answers to; add it with --allowed-hosts", code="invalid_host")
+            return
+        if self.api_key and path not in self.open_paths:
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+                await self._reject(send, path, 401, "invalid or missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+                return
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            await self._reject(send, path, 413, self._too_large(), code="request_too_large")
+            return
+        await self.app(scope, self._counting(receive), send)
+
+    def _too_large(self) -> str:
+        return f"the request body is larger than {self.max_body} bytes; raise --max-request-bytes to accept it"
+
+    def _counting(self, receive: Any) -> Any:
+        seen = 0
+
+        async def wrapped() -> dict[str, Any]:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.max_body:
+                    raise StarletteHTTPException(413, self._too_large())
+            return msg
+
+        return wrapped
+
+    async def _reject(self, send: Any, path: str, status: int, message: str, code: str) -> None:
+        if self.on_reject is not None:
+            self.on_reject(path, status)
+        body = json.dumps(error_body(status, message, code=code)).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
+    kind = first.get("type", "")
+    if kind == "extra_forbidden":
+        return f"unsupported field {loc!r}: this server does not implement it; remove it from the request", loc or None
+    if kind in ("json_invalid", "json_type"):
+        return f"the body is not valid JSON: {first.get('ctx', {}).get('error', '')}".rstrip(": "), None
+    if not loc and kind in ("model_attributes_type", "dict_type", "model_type"):
+        return "the body must be a JSON object, sent with 'Content-Type: application/json'", None
+    msg = first.get("msg", "invalid request")
+    return (f"{loc}: {msg}" if loc else msg), loc or None
+
+
+def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, host: str = "127.0.0.1", hosts: str | None = None,
+                   on_error: Callable[[str, int], None] | None = None) -> None:
+    """The request guard plus handlers giving every error the OpenAI body.
+
+    ``on_error(path, status)`` is told of every error response the guard or a
+    handler produces (the metrics of failed requests).
+    """
+
+    def note(request: Request, status: int) -> None:
+        if on_error is not None:
+            on_error(request.url.path, status)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return error(400, f"{loc or 'body'}: {first.get('msg', 'invalid request')}", param=loc or None)
+        message, param = _validation_message(exc)
+        note(request, 400)
+        return error(400, message, param=param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        note(request, exc.status_code)
+        detail = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404:
+            detail = f"no route {request.method} {request.url.path}; see the routes in docs/server.md"
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}"
+        elif exc.status_code == 400 and "parsing the body" in detail:
+            detail = "the body is not valid JSON (or not UTF-8)"
+        return error(exc.status_code, detail)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("%s %s failed", request.method, request.url.path)
+        note(request, 500)
+        return error(500, f"internal error while serving {request.url.path}: {type(exc).__name__}; see the server log", "server_error")
+
+    app.add_middleware(RequestGuard, api_key=api_key, max_body=max_body, hosts=allowed_hosts(host, hosts), on_reject=on_error)

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 MAX_IMAGES_PER_REQUEST = 256
 MAX_INFERENCE_STEPS = 1000
 MAX_OUTPUT_SIZE = 512
+# The work of one request is bounded, so the heaviest legal request delays others by a bounded time:
+MAX_IMAGE_STEPS = 2048  # images x denoising steps (e.g. 80 images at the default 25 steps, or 16 at 128)
+MAX_OUTPUT_PIXELS = 16 * MAX_OUTPUT_SIZE * MAX_OUTPUT_SIZE  # images x size x size
 
 
 class SamplingParamsError(ValueError):
@@ -50,8 +53,9 @@ class SamplingParams:
             return [self.seed + i for i in range(count)]
         return list(self.seed)
 
-    def validate(self, native_size: int) -> None:
-        """Raise :class:`SamplingParamsError` naming the first bad field."""
+    def validate(self, native_size: int, default_steps: int = 1) -> None:
+        """Raise :class:`SamplingParamsError` naming the first bad field (``default_steps``: the
+        pipeline's step count when the request gives none, for the per-request work bound)."""
         if isinstance(self.prompt, list):
             if not self.prompt or not all(isinstance(p, str) for p in self.prompt):
                 raise SamplingParamsError("prompt", "must be a string or a non-empty list of strings")
@@ -79,3 +83,11 @@ class SamplingParams:
             raise SamplingParamsError(
                 "size", f"must be a multiple of the native {native_size} pixels up to {MAX_OUTPUT_SIZE}, got {self.size!r}"
             )
+        work = count * (steps or default_steps)
+        if work > MAX_IMAGE_STEPS:
+            raise SamplingParamsError("num_inference_steps", f"{count} images x {steps or default_steps} steps = {work}; at most "
+                                      f"{MAX_IMAGE_STEPS} image-steps per request: ask for fewer images or steps, or split the request")
+        pixels = count * (self.size or native_size) ** 2
+        if pixels > MAX_OUTPUT_PIXELS:
+            raise SamplingParamsError("size", f"{count} images of {self.size or native_size}x{self.size or native_size} pixels; at most "
+                                      f"{MAX_OUTPUT_PIXELS} output pixels per request: ask for fewer or smaller images")

@@ -1,62 +1,192 @@
-"""Request schemas of the OpenAI-compatible API (unknown extra fields are ignored)."""
+"""Strict request schemas of the OpenAI-compatible and native routes.
+
+Types are strict (a boolean is never a number, a number never a string),
+floats finite, strings valid Unicode, lists bounded; the sampling ranges come
+from ``sglang.srt.sampling.sampling_params.LIMITS`` (one table for the HTTP
+layer and the engine). A field this server does not implement is a 400 that
+names it, never silently ignored; the fields listed in ``_NoEffect`` are
+accepted because they do not change the output.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    create_model,
+    model_validator,
+)
+
+from sglang.srt.sampling.sampling_params import (
+    LIMITS,
+    LOGIT_BIAS_RANGE,
+    MAX_LOGIT_BIAS,
+    MAX_STOP_CHARS,
+    MAX_STOP_STRINGS,
+    MAX_STOP_TOKEN_IDS,
+    MAX_TOP_LOGPROBS,
+    SamplingParams,
+)
+
+MAX_N = 16
+MAX_TOKEN_IDS = 1 << 17  # longer than any context this server takes
+MAX_MESSAGES = 4096
+MAX_CONTENT_PARTS = 256
+
+
+def _unicode(v: str) -> str:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"not valid Unicode text ({exc.reason} at character {exc.start})") from None
+    return v
+
+
+Text = Annotated[StrictStr, AfterValidator(_unicode)]
+StopText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STOP_CHARS), AfterValidator(_unicode)]
+TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+def limited(name: str) -> Any:
+    """The annotation of sampling parameter ``name`` from ``LIMITS``."""
+    lim = LIMITS[name]
+    if lim.kind is bool:
+        return StrictBool
+    base = StrictInt if lim.kind is int else StrictFloat
+    return Annotated[base, Field(ge=lim.lo, le=lim.hi, allow_inf_nan=False) if lim.kind is float else Field(ge=lim.lo, le=lim.hi)]
+
+
+Stop = StopText | Annotated[list[StopText], Field(max_length=MAX_STOP_STRINGS)]
+StopTokenIds = Annotated[list[TokenId], Field(max_length=MAX_STOP_TOKEN_IDS)]
+LogitBias = Annotated[dict[Annotated[StrictStr, Field(pattern=r"^[0-9]{1,10}$")],
+                           Annotated[Finite, Field(ge=LOGIT_BIAS_RANGE[0], le=LOGIT_BIAS_RANGE[1])]],
+                      Field(max_length=MAX_LOGIT_BIAS)]
 
 
 class _Req(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _NoEffect(_Req):
+    """OpenAI fields accepted and ignored: they never change the output."""
+
+    user: Text | None = None
+    metadata: dict[str, Text] | None = None
+    store: StrictBool | None = None
+    service_tier: Text | None = None
 
 
 class StreamOptions(_Req):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
-class _Sampling(_Req):
-    model: str | None = None
-    max_tokens: int | None = Field(default=None)
-    max_completion_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    n: int = 1
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
+class _Sampling(_NoEffect):
+    model: Text | None = None
+    max_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
+    max_completion_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
+    temperature: limited("temperature") | None = None
+    top_p: limited("top_p") | None = None
+    n: Annotated[StrictInt, Field(ge=1, le=MAX_N)] = 1
+    stop: Stop | None = None
+    seed: limited("seed") | None = None
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    # sglang extensions, as in the reference
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
+    frequency_penalty: limited("frequency_penalty") | None = None
+    presence_penalty: limited("presence_penalty") | None = None
+    logit_bias: LogitBias | None = None
+    # sglang extensions, as upstream names them
+    top_k: limited("top_k") | None = None
+    min_p: limited("min_p") | None = None
+    repetition_penalty: limited("repetition_penalty") | None = None
+    ignore_eos: StrictBool | None = None
+    stop_token_ids: StopTokenIds | None = None
+    skip_special_tokens: StrictBool | None = None
+    # the constrained-decoding fields: accepted only when they ask for nothing
+    response_format: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+
+    @model_validator(mode="after")
+    def _unsupported(self) -> _Sampling:
+        rf = self.response_format
+        if rf is not None:
+            kind = rf.get("type")
+            if kind not in ("text", "json_object", "json_schema"):
+                raise ValueError(f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}")
+            if kind != "text":
+                raise ValueError(f"response_format {kind!r} is not supported by this server (constrained decoding); "
+                                 "omit response_format or use {'type': 'text'}")
+        if self.tools:
+            raise ValueError("tools are not supported by this server (tool calling); omit 'tools'")
+        if self.tool_choice not in (None, "none", "auto") or (self.tool_choice == "auto" and self.tools):
+            raise ValueError(f"tool_choice {self.tool_choice!r} is not supported: this server has no tool calling")
+        return self
 
 
 class CompletionRequest(_Sampling):
-    prompt: str | list[int] | list[str]
-    logprobs: int | None = None
-    echo: bool = False
+    prompt: Text | Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)] | Annotated[list[Text], Field(min_length=1, max_length=1)]
+    logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
+    echo: StrictBool = False
+    best_of: Annotated[StrictInt, Field(ge=1, le=MAX_N)] | None = None
+    suffix: Text | None = None
+
+    @model_validator(mode="after")
+    def _completion_only(self) -> CompletionRequest:
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(f"best_of {self.best_of} with n {self.n} is not supported: each choice is one sample; omit best_of")
+        if self.suffix:
+            raise ValueError("suffix is not supported (no fill-in-the-middle); omit it")
+        return self
+
+
+class TextPart(_Req):
+    type: Literal["text"]
+    text: Text
 
 
 class ChatMessage(_Req):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[dict[str, Any]] | None = None
+    content: Text | Annotated[list[TextPart], Field(max_length=MAX_CONTENT_PARTS)] | None = None
+    name: Text | None = None
 
 
 class ChatCompletionRequest(_Sampling):
-    messages: list[ChatMessage] = Field(min_length=1)
-    logprobs: bool = False
-    top_logprobs: int | None = None
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+    logprobs: StrictBool = False
+    top_logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
+    parallel_tool_calls: StrictBool | None = None
+
+
+def _sampling_model() -> type[BaseModel]:
+    """The ``sampling_params`` object of ``/generate``: every ``SamplingParams`` field, strictly typed."""
+    special = {"stop": Stop, "stop_token_ids": StopTokenIds, "logit_bias": LogitBias}
+    fields: dict[str, Any] = {}
+    for name in SamplingParams.__dataclass_fields__:
+        ann = special.get(name) or limited(name)
+        fields[name] = (ann | None, None)
+    return create_model("GenerateSamplingParams", __base__=_Req, **fields)
+
+
+GenerateSamplingParams = _sampling_model()
 
 
 class GenerateRequest(_Req):
     """The native ``/generate`` API."""
 
-    text: str | None = None
-    input_ids: list[int] | None = None
-    sampling_params: dict[str, Any] | None = None
-    stream: bool = False
+    text: Text | None = None
+    input_ids: Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)] | None = None
+    sampling_params: GenerateSamplingParams | None = None  # type: ignore[valid-type]
+    stream: StrictBool = False
+
+    def params(self) -> dict[str, Any]:
+        """The sampling parameters the client set (for the engine, which validates them again)."""
+        return self.sampling_params.model_dump(exclude_none=True) if self.sampling_params is not None else {}

@@ -1,15 +1,25 @@
-"""OpenAI-compatible completions and chat completions over the engine."""
+"""OpenAI-compatible completions and chat completions over the engine.
+
+Tokenization (chat template included) runs in a worker thread, so a large
+prompt never stalls the event loop (``/health`` keeps answering). A stream
+that fails after it started ends with an error event and ``data: [DONE]``.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
-from sglang.srt.managers.tokenizer_manager import RequestError
+from sglang.srt.managers.tokenizer_manager import RequestError, check_text
+from sglang.srt.utils.http_common import error_body
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -24,18 +34,21 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
     return "length" if reason.get("type") == "length" else "stop"
 
 
+def error_event(exc: BaseException) -> str:
+    """The SSE event that ends a failed stream (then ``data: [DONE]``), as upstream SGLang sends it."""
+    status = 400 if isinstance(exc, RequestError) else 503 if type(exc).__name__ in ("EngineDeadError", "ServerShutdown") else 500
+    return "data: " + json.dumps(error_body(status, str(exc))) + "\n\n"
+
+
 def sampling_params(req: _Sampling, prompt_len: int, context: int, logprobs: int = 0) -> dict[str, Any]:
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    if max_tokens is not None and max_tokens < 0:
-        raise RequestError(f"max_tokens must be >= 0, got {max_tokens}")
-    if not 1 <= req.n <= 16:
-        raise RequestError(f"n must be in [1, 16], got {req.n}")
     if max_tokens is None:
         max_tokens = max(0, min(DEFAULT_MAX_TOKENS, context - prompt_len))
     sp: dict[str, Any] = {"max_new_tokens": max_tokens}
     for src, dst in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("min_p", "min_p"), ("seed", "seed"),
                      ("frequency_penalty", "frequency_penalty"), ("presence_penalty", "presence_penalty"),
-                     ("repetition_penalty", "repetition_penalty"), ("ignore_eos", "ignore_eos"), ("stop_token_ids", "stop_token_ids")):
+                     ("repetition_penalty", "repetition_penalty"), ("ignore_eos", "ignore_eos"), ("stop_token_ids", "stop_token_ids"),
+                     ("logit_bias", "logit_bias"), ("skip_special_tokens", "skip_special_tokens")):
         v = getattr(req, src)
         if v is not None:
             sp[dst] = v
@@ -65,13 +78,14 @@ class OpenAIServing:
         messages = []
         for m in req.messages:
             content = m.content
-            if isinstance(content, list):  # text parts only
-                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            if isinstance(content, list):  # text parts only (the schema admits no other)
+                content = "".join(p.text for p in content)
             messages.append({"role": m.role, "content": content or ""})
         try:
             text = self.tok.apply_chat_template(messages, add_generation_prompt=True)
         except ValueError as exc:
             raise RequestError(str(exc)) from None
+        check_text(text, "messages")
         return self.tok.encode(text, add_special_tokens=False)
 
     def _prompt_ids(self, req: CompletionRequest) -> list[int]:
@@ -83,17 +97,23 @@ class OpenAIServing:
                 raise RequestError("prompt: pass one string (batched prompts are not supported); send one request per prompt")
             p = p[0]
         if not isinstance(p, str) or not p:
-            raise RequestError("prompt must be a non-empty string or a list of token ids")
+            raise RequestError("prompt must be a non-empty string or a list of token ids", "prompt")
+        check_text(p, "prompt")
         return self.tok.encode(p)
 
-    def _open(self, ids: list[int], req: _Sampling, logprobs: int) -> list[Any]:
+    async def _open(self, ids: list[int], req: _Sampling, logprobs: int) -> list[Any]:
         sp = sampling_params(req, len(ids), self.context, logprobs)
-        states = []
-        for i in range(req.n):
-            p = dict(sp)
-            if req.seed is not None and req.n > 1:
-                p["seed"] = req.seed + i
-            states.append(self.engine.open_request(input_ids=ids, sampling_params=p))
+        states: list[Any] = []
+        try:
+            for i in range(req.n):
+                p = dict(sp)
+                if req.seed is not None and req.n > 1:
+                    p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
+                states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p))
+        except BaseException:
+            for st in states:  # a later choice was refused: the earlier ones must not run on
+                self.engine.tokenizer_manager.abort(st.rid)
+            raise
         return states
 
     @staticmethod
@@ -107,18 +127,23 @@ class OpenAIServing:
 
     async def _run(self, ids: list[int], req: _Sampling, logprobs: int, obj: str) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
         """Open ``req.n`` requests; either a stream of SSE lines, or the finished states."""
-        states = self._open(ids, req, logprobs)
+        states = await self._open(ids, req, logprobs)
         rid, created = f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             return states, rid, created, self._stream(states, rid, created, obj, req)
-        for st in states:
-            async for _ in self.engine.stream_request(st):
-                pass
+        try:
+            for st in states:
+                async for _ in self.engine.stream_request(st):
+                    pass
+        finally:  # cancelled (the client went away) or failed: no choice keeps running
+            for st in states:
+                if st.finished is None and st.error is None:
+                    self.engine.tokenizer_manager.abort(st.rid)
         return states, rid, created, None
 
     async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
         self.check_model(req.model)
-        ids = self._prompt_ids(req)
+        ids = await asyncio.to_thread(self._prompt_ids, req)
         logprobs = (req.logprobs or 0) + 1 if req.logprobs is not None else 0
         states, rid, created, stream = await self._run(ids, req, logprobs, "text_completion")
         if stream is not None:
@@ -137,7 +162,7 @@ class OpenAIServing:
 
     async def chat(self, req: ChatCompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
         self.check_model(req.model)
-        ids = self._chat_ids(req)
+        ids = await asyncio.to_thread(self._chat_ids, req)
         logprobs = (req.top_logprobs or 0) + 1 if req.logprobs else 0
         states, rid, created, stream = await self._run(ids, req, logprobs, "chat.completion.chunk")
         if stream is not None:
@@ -172,6 +197,12 @@ class OpenAIServing:
                     if c["delta"] or first or reason:
                         yield chunk(i, c["delta"], reason, first)
                         first = False
+        except Exception as exc:  # the engine failed this request (or died): tell the client, then end the stream
+            logger.warning("stream %s failed: %s", rid, exc)
+            self.engine.tokenizer_manager.metrics.count_error("/v1/chat/completions" if chat else "/v1/completions", "engine")
+            yield error_event(exc)
+            yield "data: [DONE]\n\n"
+            return
         finally:  # a client that went away frees every choice's KV pages
             for st in states:
                 if st.finished is None and st.error is None:

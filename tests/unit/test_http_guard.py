@@ -1,0 +1,166 @@
+"""The HTTP boundary in process: request guard (Host, key, size) and OpenAI error bodies on every 4xx/5xx."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, GenerateRequest
+from sglang.srt.utils.http_common import allowed_hosts, install_common
+
+KEY = "sk-guard-secret"
+
+
+def _app(**kw) -> tuple[TestClient, list[tuple[str, int]]]:
+    seen: list[tuple[str, int]] = []
+    app = FastAPI()
+    install_common(app, kw.pop("api_key", KEY), kw.pop("max_body", 4096), kw.pop("host", "127.0.0.1"), kw.pop("hosts", None),
+                   on_error=lambda p, s: seen.append((p, s)))
+
+    @app.post("/generate")
+    async def generate(req: GenerateRequest) -> dict:
+        return {"ok": True, "params": req.params()}
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: ChatCompletionRequest) -> dict:
+        return {"ok": True}
+
+    @app.get("/boom")
+    async def boom() -> dict:
+        raise RuntimeError("internal detail that must stay in the log")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {}
+
+    return TestClient(app, base_url="http://127.0.0.1:30000", raise_server_exceptions=False), seen
+
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def _is_openai_error(r, status: int) -> dict:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and isinstance(err["message"], str) and err["message"]
+    assert KEY not in r.text
+    return err
+
+
+def test_every_framework_error_has_the_openai_body():
+    c, seen = _app()
+    assert _is_openai_error(c.get("/nope", headers=AUTH), 404)["type"] == "not_found_error"
+    assert "GET /nope" in _is_openai_error(c.get("/nope", headers=AUTH), 404)["message"]
+    _is_openai_error(c.get("/generate", headers=AUTH), 405)
+    as_json = {**AUTH, "Content-Type": "application/json"}
+    assert "not valid JSON" in _is_openai_error(c.post("/generate", content=b"{not json", headers=as_json), 400)["message"]
+    assert "must be a JSON object" in _is_openai_error(c.post("/generate", content=b"[1, 2]", headers=as_json), 400)["message"]
+    assert "Content-Type: application/json" in _is_openai_error(c.post("/generate", content=b"text=hi", headers=AUTH), 400)["message"]
+    _is_openai_error(c.post("/generate", content=b'{"text": "\xff\xfe"}', headers={**AUTH, "Content-Type": "application/json"}), 400)
+    err = _is_openai_error(c.get("/boom", headers=AUTH), 500)
+    assert err["type"] == "server_error" and "internal detail" not in err["message"]
+    assert ("/boom", 500) in seen and ("/nope", 404) in seen
+
+
+def test_the_api_key_guards_every_route_but_health_and_is_never_echoed():
+    c, _ = _app()
+    assert c.get("/health").status_code == 200
+    assert _is_openai_error(c.post("/generate", json={"text": "hi"}), 401)["code"] == "invalid_api_key"
+    assert _is_openai_error(c.post("/generate", json={"text": "hi"}, headers={"Authorization": f"Bearer {KEY}x"}), 401)
+    assert c.post("/generate", json={"text": "hi"}, headers=AUTH).status_code == 200
+
+
+def test_bodies_over_the_limit_get_413_declared_or_streamed():
+    c, seen = _app(max_body=4096)
+    big = {"text": "x" * 5000}
+    err = _is_openai_error(c.post("/generate", json=big, headers=AUTH), 413)
+    assert "--max-request-bytes" in err["message"]
+
+    def chunks():  # no Content-Length: the guard counts what arrives
+        for _ in range(10):
+            yield b" " * 1000
+
+    _is_openai_error(c.post("/generate", content=chunks(), headers={**AUTH, "Content-Type": "application/json"}), 413)
+    assert c.post("/generate", json={"text": "x" * 3000}, headers=AUTH).status_code == 200
+    assert ("/generate", 413) in seen
+
+
+def test_host_headers_outside_the_allowed_set_get_400():
+    c, _ = _app()
+    assert _is_openai_error(c.get("/health", headers={"Host": "evil.example:30000"}), 400)["code"] == "invalid_host"
+    for ok in ("127.0.0.1:30000", "localhost", "[::1]:30000"):
+        assert c.get("/health", headers={"Host": ok}).status_code == 200, ok
+    c2, _ = _app(hosts="api.internal")
+    assert c2.get("/health", headers={"Host": "api.internal:8000"}).status_code == 200
+    assert c2.get("/health", headers={"Host": "127.0.0.1"}).status_code == 400
+
+
+def test_allowed_hosts_defaults():
+    assert allowed_hosts("0.0.0.0", None) is None  # every interface: any Host
+    assert allowed_hosts("127.0.0.1", "*") is None
+    assert allowed_hosts("127.0.0.1", None) == {"127.0.0.1", "localhost", "::1"}
+    assert allowed_hosts("10.1.2.3", None) == {"10.1.2.3", "localhost", "127.0.0.1", "::1"}
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "fragment"),
+    [
+        ({"text": "hi", "sampling_params": {"skip_special_tokens": "junk"}}, "sampling_params.skip_special_tokens", "valid boolean"),
+        ({"text": "hi", "sampling_params": {"skip_special_tokens": 1}}, "sampling_params.skip_special_tokens", "valid boolean"),
+        ({"text": "hi", "sampling_params": {"seed": 18446744073709551616}}, "sampling_params.seed", "less than or equal"),
+        ({"text": "hi", "sampling_params": {"seed": -(2**63) - 1}}, "sampling_params.seed", "greater than or equal"),
+        ({"text": "hi", "sampling_params": {"repetition_penalty": 1e-300}}, "sampling_params.repetition_penalty", "greater than or equal"),
+        ({"text": "hi", "sampling_params": {"temperature": True}}, "sampling_params.temperature", "valid number"),
+        ({"text": "hi", "sampling_params": {"stop_token_ids": [-5]}}, "sampling_params.stop_token_ids.0", "greater than or equal"),
+        ({"text": "hi", "sampling_params": {"max_new_tokens": 1.5}}, "sampling_params.max_new_tokens", "valid integer"),
+        ({"text": "hi", "sampling_params": {"json_schema": "{}"}}, "sampling_params.json_schema", "unsupported field"),
+        ({"text": "h\ud800i"}, "text", "not valid Unicode"),
+        ({"text": 5}, "text", "valid string"),
+        ({"text": "hi", "stream": "yes"}, "stream", "valid boolean"),
+        ({"text": "hi", "rid": "x"}, "rid", "unsupported field"),
+    ],
+)
+def test_generate_rejects_each_bad_field_by_name(body, param, fragment):
+    c, _ = _app()
+    raw = json.dumps(body).encode()  # ascii escapes: a lone surrogate travels as "\\ud800", as a client sends it
+    err = _is_openai_error(c.post("/generate", content=raw, headers={**AUTH, "Content-Type": "application/json"}), 400)
+    assert err["param"] == param and fragment in err["message"], err
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]}, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages.0.content"),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": "junk"}, "tools"),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools are not supported"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}}, "response_format.type must be"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}, "is not supported"),
+        ({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"abc": 1}}, "logit_bias"),
+        ({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"5": 1000}}, "logit_bias"),
+        ({"messages": [{"role": "user", "content": "hi"}], "temperature": float("inf")}, "temperature"),
+        ({"messages": [{"role": "user", "content": "hi"}], "n": 10**9}, "n"),
+        ({"messages": [{"role": "user", "content": "hi"}], "stop": ["x"] * 40}, "stop"),
+        ({"messages": [{"role": "user", "content": "hi"}], "functions": []}, "unsupported field 'functions'"),
+        ({"messages": []}, "messages"),
+    ],
+)
+def test_chat_rejects_bad_and_unsupported_fields(body, fragment):
+    c, _ = _app(max_body=1 << 20)
+    raw = json.dumps(body, allow_nan=True).encode()
+    err = _is_openai_error(c.post("/v1/chat/completions", content=raw, headers={**AUTH, "Content-Type": "application/json"}), 400)
+    assert fragment in err["message"], err
+
+
+def test_legal_requests_pass_with_their_values():
+    c, _ = _app()
+    r = c.post("/generate", json={"text": "hi", "sampling_params": {"temperature": 0, "seed": 2**63 - 1, "stop": "x", "logit_bias": {"5": -3}}},
+               headers=AUTH)
+    assert r.status_code == 200 and r.json()["params"] == {"temperature": 0, "seed": 2**63 - 1, "stop": "x", "logit_bias": {"5": -3.0}}
+    ok = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "user": "u1", "tool_choice": "none",
+          "response_format": {"type": "text"}, "temperature": 1, "seed": -5}
+    assert c.post("/v1/chat/completions", json=ok, headers=AUTH).status_code == 200
