@@ -115,9 +115,14 @@ def main() -> None:
         conn.request("GET", "/get_server_info")
         info = json.loads(conn.getresponse().read())
         pid = int(re.search(r"pid (\d+)", info["runtime"]["process"]).group(1))
-        warm = Counter()
-        for i in range(8):  # warm up the caches and pools before the first RSS reading
-            one(server.port, random.Random(i), warm, threading.Lock())
+        warm: Counter = Counter()
+        for burst in range(3):  # warm up at full concurrency (batch shapes, allocator pools) before the first RSS reading
+            ts = [threading.Thread(target=one, args=(server.port, random.Random(-1000 * burst - k), warm, threading.Lock()))
+                  for k in range(a.concurrency)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
         rss_start = scheduler_rss_mb(pid)
         tally: Counter = Counter()
         lock = threading.Lock()
