@@ -104,6 +104,12 @@ def test_logprobs_are_returned_on_request(engine):
         ({"prompt": "", "sampling_params": {}}, "prompt must be a non-empty string"),
         ({"input_ids": [10**9], "sampling_params": {}}, "input_ids must be a non-empty list of token ids"),
         ({"prompt": "word " * 9000, "sampling_params": {}}, "exceeds the context of"),
+        # the bodies that killed the scheduler or the detokenizer before: sglang.Engine bypasses HTTP, so the engine checks too
+        ({"prompt": "x", "sampling_params": {"skip_special_tokens": "junk"}}, "'skip_special_tokens' must be true or false"),
+        ({"prompt": "x", "sampling_params": {"seed": 2**64}}, r"seed must be in \[-2\*\*63, 2\*\*63-1\]"),
+        ({"prompt": "x", "sampling_params": {"repetition_penalty": 1e-300}}, r"repetition_penalty must be in \[0.01, 2\]"),
+        ({"prompt": "x", "sampling_params": {"stop_token_ids": [49152]}}, r"token ids must be integers in \[0, 49152\)"),
+        ({"prompt": "h\ud800i", "sampling_params": {}}, "prompt is not valid Unicode text"),
     ],
 )
 def test_bad_requests_raise_and_the_engine_keeps_serving(engine, kwargs, message):

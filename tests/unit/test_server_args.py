@@ -228,3 +228,14 @@ def test_dump_command_shows_values_and_sources():
     assert "[parallel]" in out
     assert "tp_size              = 2" in out and "# cli" in out
     assert "# derived default" in out and "# platform default (CpuSRTPlatform)" in out
+
+
+def test_the_api_key_never_shows_in_repr_dump_or_provenance():
+    from sglang.srt.arg_groups.dump import format_dump, resolved_with_provenance
+
+    sa = prepare_server_args(["--api-key", "sk-very-secret"])
+    assert sa.api_key == "sk-very-secret"  # the server itself still reads it
+    assert "sk-very-secret" not in repr(sa)
+    assert resolved_with_provenance(sa)["api_key"] == {"value": "***", "source": "cli", "ns": "serving"}
+    assert "sk-very-secret" not in format_dump(sa) and "'***'" in format_dump(sa)
+    assert resolved_with_provenance(prepare_server_args([]))["api_key"]["value"] is None  # unset stays visible as unset

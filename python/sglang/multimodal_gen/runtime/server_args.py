@@ -37,7 +37,7 @@ class ServerArgs:
     max_batch_size: int = 64
     host: str = "127.0.0.1"
     port: int = 30000
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     output_dir: str | None = None
     log_level: str = "info"
     device_info: dict[str, Any] = field(default_factory=dict)

@@ -50,8 +50,8 @@ def arg(default: Any, a: Arg, ns: NS, *, factory: Any = None) -> Any:
     """A dataclass field carrying ``Arg`` and ``NS`` metadata."""
     meta = {ARG_KEY: a, NS_KEY: ns}
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return dataclasses.field(default_factory=factory, metadata=meta, repr=not a.secret)
+    return dataclasses.field(default=default, metadata=meta, repr=not a.secret)  # a secret stays out of repr()
 
 
 def field_arg(f: dataclasses.Field) -> Arg:
