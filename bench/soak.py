@@ -58,6 +58,14 @@ def metric(port: int, name: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
 
 
+def _has_error(text: str, stream: bool) -> bool:
+    """An error body, or an error event in a stream (a generated word "error" is not one)."""
+    if not stream:
+        return "error" in json.loads(text)
+    events = [line[6:] for line in text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"]
+    return any("error" in json.loads(e) for e in events)
+
+
 def one(port: int, rng: random.Random, tally: Counter, lock: threading.Lock) -> None:
     roll = rng.random()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -87,11 +95,11 @@ def one(port: int, rng: random.Random, tally: Counter, lock: threading.Lock) -> 
             return
         r = conn.getresponse()
         text = r.read().decode(errors="replace")
-        ok = r.status == 200 and (not stream or text.rstrip().endswith("data: [DONE]")) and '"error"' not in text
+        ok = r.status == 200 and not _has_error(text, stream) and (not stream or text.rstrip().endswith("data: [DONE]"))
         with lock:
             tally["completed" if ok else "failed"] += 1
             if not ok and tally["failed"] <= 3:
-                print(f"failed: {r.status} {text[:300]}", flush=True)
+                print(f"failed: {r.status} ... {text[-400:]}", flush=True)
     except OSError as exc:
         with lock:
             tally["failed"] += 1

@@ -164,3 +164,29 @@ def test_legal_requests_pass_with_their_values():
     ok = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "user": "u1", "tool_choice": "none",
           "response_format": {"type": "text"}, "temperature": 1, "seed": -5}
     assert c.post("/v1/chat/completions", json=ok, headers=AUTH).status_code == 200
+
+
+def test_a_hook_raising_in_the_http_process_is_a_500_naming_its_plugin(registry, target_module):
+    from sglang.plugin_core.hooks.types import PluginSource
+    from sglang.srt.plugins.hook_registry import HookType
+
+    def broken(*a, **k):
+        raise KeyError("missing thing")
+
+    token = registry._source_var.set(PluginSource("acme", "acme-dist"))
+    try:
+        registry.register(f"{target_module.__name__}.add", broken, HookType.BEFORE)
+    finally:
+        registry._source_var.reset(token)
+    registry.apply_hooks()
+    app = FastAPI()
+    install_common(app, None)
+
+    @app.get("/add")
+    async def add() -> dict:
+        return {"sum": target_module.add(1, 2)}
+
+    r = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False).get("/add")
+    err = _is_openai_error(r, 500)
+    assert err["code"] == "plugin_error" and "plugin acme" in err["message"] and "acme-dist" in err["message"]
+    assert "KeyError" in err["message"] and f"{target_module.__name__}.add" in err["message"]

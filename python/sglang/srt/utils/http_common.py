@@ -25,6 +25,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from sglang.plugin_core.hooks.faults import describe_fault, hook_of
+
 logger = logging.getLogger(__name__)
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
@@ -164,8 +166,10 @@ def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, h
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("%s %s failed", request.method, request.url.path)
+        logger.exception("%s %s failed: %s", request.method, request.url.path, describe_fault(exc))
         note(request, 500)
+        if hook_of(exc) is not None:  # a plugin's hook raised: say which, as the engine does for its own path
+            return error(500, f"the request failed: {describe_fault(exc)}", "server_error", code="plugin_error")
         return error(500, f"internal error while serving {request.url.path}: {type(exc).__name__}; see the server log", "server_error")
 
     app.add_middleware(RequestGuard, api_key=api_key, max_body=max_body, hosts=allowed_hosts(host, hosts), on_reject=on_error)
