@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # The CPU wheel on these machines; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test install install-test kernels lint bench clean
+.PHONY: run test test-fast install install-test kernels lint bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: install-test kernels
 	$(VENV)/bin/ruff check python tests bench examples
 	$(PY) -m pytest -q
 
+# The fast tier: no compiler, no subprocess, no model; under a minute on 2 cores.
+test-fast: install-test
+	$(PY) -m pytest -q tests/unit
+
 bench: install-test kernels
 	$(PY) bench/hooks.py
 	$(PY) bench/discovery.py
@@ -47,6 +51,7 @@ bench: install-test kernels
 	$(PY) bench/offline.py
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py
+	$(PY) bench/soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,7 +1,23 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 # Tests choose their own SGLANG_* settings; a developer's shell must not leak in.
 for _k in [k for k in os.environ if k.startswith("SGLANG_")]:
     del os.environ[_k]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tiers by directory: tests/unit needs nothing (``make test-fast``); tests/integration is ``slow``
+    (fresh interpreters, real distributions; files add ``compiler`` or ``model``); tests/e2e is ``e2e``
+    and ``model`` (a real engine or server on the default model)."""
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "e2e" in parts:
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.model)
+        elif "integration" in parts:
+            item.add_marker(pytest.mark.slow)

@@ -10,6 +10,8 @@ import pytest
 
 from helpers.dists import clean_env, failed, ok, run_python
 
+pytestmark = [pytest.mark.model]
+
 ROOT = Path(__file__).resolve().parents[2]
 VERIFY = "from sglang.srt.platforms import current_platform; print(current_platform)"
 

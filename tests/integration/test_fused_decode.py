@@ -17,6 +17,8 @@ from sglang.srt.runtime_context import get_context, publish, reset_context
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.utils.process import free_port
 
+pytestmark = [pytest.mark.compiler, pytest.mark.model]
+
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three colors.", "Count to five."]
 _rid = itertools.count()
 

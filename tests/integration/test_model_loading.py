@@ -15,6 +15,8 @@ from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMo
 from sglang.srt.model_loader import ModelLoadError, read_weights
 from sglang.srt.models.registry import get_model_class
 
+pytestmark = [pytest.mark.model]
+
 
 def _save_tiny(tmp_path, kind: str):
     torch.manual_seed(0)

@@ -10,6 +10,8 @@ import pytest
 
 from helpers.dists import clean_env, make_dist
 
+pytestmark = [pytest.mark.model]
+
 # A plugin that hooks a target only in the launcher process: every child's manifest differs.
 FICKLE = """
 import multiprocessing

@@ -59,6 +59,20 @@ class Child(Base):
 '''
 
 
+@pytest.fixture(autouse=True)
+def _unit_tier_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/unit is the fast tier: no subprocess, no compiler, no spawned engine (those live in
+    tests/integration and tests/e2e). Starting one here fails the test that tried."""
+    import multiprocessing.process
+    import subprocess
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a unit test started a process: move it to tests/integration (marked slow/compiler/model)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+
+
 @pytest.fixture
 def registry() -> Iterator[type[HookRegistry]]:
     """The SRT registry, with every patch and registration undone afterwards."""

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from helpers.dists import ok, run_python
 from sglang.srt.arg_groups.errors import DeclarationError, ServerArgsError
 from sglang.srt.arg_groups.overrides import (
     MODEL_OVERRIDES,
@@ -221,13 +220,6 @@ def test_prepare_server_args_records_cli_provenance():
     assert sa.tp_size == 2 and prov["tp_size"] == "cli" and prov["disable_radix_cache"] == "cli"
     assert prov["page_size"] == "cli"  # given explicitly, even though it equals the default
     assert prov["port"] == "default"
-
-
-def test_dump_command_shows_values_and_sources():
-    out = ok(run_python("import sys; from sglang.srt.server_args import main; sys.exit(main(['--model-path', 'm', '--tp-size', '2', '--dump']))"))
-    assert "[parallel]" in out
-    assert "tp_size              = 2" in out and "# cli" in out
-    assert "# derived default" in out and "# platform default (CpuSRTPlatform)" in out
 
 
 def test_the_api_key_never_shows_in_repr_dump_or_provenance():

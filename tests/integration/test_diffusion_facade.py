@@ -6,6 +6,9 @@ import pytest
 
 from helpers.dists import ok, run_python
 
+pytestmark = [pytest.mark.slow]
+
+
 RUNTIME = """
 import sys
 heavy = sorted(m for m in sys.modules if m == "torch" or (m.startswith("sglang.multimodal_gen.runtime.") and not m.startswith("sglang.multimodal_gen.runtime.platforms")))

@@ -1,13 +1,12 @@
-"""The CPU kernel build: cached by content, rebuilt when the source changes, clear errors.
-
-Needs a C++ compiler, as `make test` does (it builds the kernels first).
-"""
+"""Building the fused CPU kernels: caching, compile errors, an unwritable cache (needs g++)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sglang.srt.layers.cpu_kernels.build import KernelBuildError, build
+
+pytestmark = [pytest.mark.compiler]
 
 
 def test_a_build_is_cached_and_a_changed_source_builds_anew(tmp_path, monkeypatch):

@@ -1,9 +1,4 @@
-"""The fused CPU decode plan equals the eager decode step: logits and the K/V it writes.
-
-Tiny random Llama models (GQA and MHA, with and without q/k/v biases, float32
-and bfloat16, dense, oneDNN-packed and packed-Q4 linears) over a paged pool whose pages are
-scattered, for batch sizes on both sides of the kernel's task split (4).
-"""
+"""The decode plan of the fused CPU step against the eager step (builds the kernels: needs g++)."""
 
 from __future__ import annotations
 
@@ -21,6 +16,9 @@ from sglang.srt.layers.q4_packed import q4_blocks
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.models.llama import LlamaForCausalLM
+
+pytestmark = [pytest.mark.compiler]
+
 
 PAGE = 16
 SLOTS = 4096

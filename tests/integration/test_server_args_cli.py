@@ -1,0 +1,18 @@
+"""The ServerArgs dump command in a fresh interpreter."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.dists import ok, run_python
+
+pytestmark = [pytest.mark.slow]
+
+
+def test_dump_command_shows_values_and_sources():
+    out = ok(run_python("import sys; from sglang.srt.server_args import main; sys.exit(main(['--model-path', 'm', '--tp-size', '2', '--dump']))"))
+    assert "[parallel]" in out
+    assert "tp_size              = 2" in out and "# cli" in out
+    assert "# derived default" in out and "# platform default (CpuSRTPlatform)" in out
+
+
