@@ -247,3 +247,31 @@ def test_two_nodes_join_through_dist_init_addr(engine, tiny_tp_model, tmp_path):
         node1.kill()
         node1.wait(10)
     assert got == expected
+
+
+POST_INIT_PLUGIN = '''
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+
+def _seen(server_args):
+    print(f"post_init hook saw max_total_tokens={server_args.max_total_tokens}", flush=True)
+
+
+def register():
+    HookRegistry.register("sglang.srt.server_args.ServerArgs.__post_init__", _seen, HookType.BEFORE)
+'''
+
+
+def test_a_hook_on_server_args_post_init_applies_under_engine_as_under_serve(tmp_path):
+    # regression: sglang.Engine(...) built its ServerArgs before load_plugins(), so this hook never ran there
+    from helpers.dists import make_dist, ok, run_python
+
+    make_dist(tmp_path, "acme-postinit", entry_points={"sglang.srt.plugins": {"postinit": "acme_postinit:register"}},
+              files={"acme_postinit/__init__.py": POST_INIT_PLUGIN})
+    out = ok(run_python("""
+        import sglang
+        if __name__ == "__main__":
+            with sglang.Engine(max_total_tokens=1024, log_level="error") as e:
+                print("generated", len(e.generate("Hi", {"max_new_tokens": 2})["output_ids"]))
+        """, paths=[tmp_path], timeout=300))
+    assert "post_init hook saw max_total_tokens=1024" in out and "generated 2" in out

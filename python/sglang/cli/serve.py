@@ -8,11 +8,9 @@ def serve(argv: list[str]) -> int:
     ``__post_init__`` and ``check_server_args`` take effect (a plugin can add a flag)."""
     if _is_diffusion(argv):
         return _serve_diffusion(argv)
-    from sglang.srt.arg_groups.pipeline import select_cpu_engine_from_argv
-    from sglang.srt.plugins import load_plugins
+    from sglang.srt.bootstrap import bootstrap, device_from_argv
 
-    select_cpu_engine_from_argv(argv)  # the CPU engine must be chosen before the platform resolves
-    load_plugins()
+    bootstrap(device_from_argv(argv))  # the CPU engine choice, then plugins, before any ServerArgs
     from sglang.srt.entrypoints.http_server import launch_server
     from sglang.srt.server_args import prepare_server_args
 

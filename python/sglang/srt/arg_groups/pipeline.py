@@ -57,13 +57,9 @@ def select_cpu_engine_early(device: str) -> None:
 
 def select_cpu_engine_from_argv(argv: list[str]) -> None:
     """The same, from a command line not parsed yet (``--device X`` / ``--device=X``)."""
-    device = "auto"
-    for i, a in enumerate(argv):
-        if a == "--device" and i + 1 < len(argv):
-            device = argv[i + 1]
-        elif a.startswith("--device="):
-            device = a.split("=", 1)[1]
-    select_cpu_engine_early(device)
+    from sglang.srt.bootstrap import device_from_argv
+
+    select_cpu_engine_early(device_from_argv(argv))
 
 
 def _handle_device(sa: Any, res: Resolution) -> None:

@@ -55,7 +55,13 @@ class Engine:
     def __init__(self, **kwargs: Any) -> None:
         from sglang.srt.server_args import ServerArgs
 
-        self.server_args = kwargs.pop("server_args", None) or ServerArgs(**kwargs)
+        server_args = kwargs.pop("server_args", None)
+        if server_args is None:
+            from sglang.srt.bootstrap import bootstrap
+
+            bootstrap(str(kwargs.get("device", "auto")))  # plugins before ServerArgs, as under `sglang serve`
+            server_args = ServerArgs(**kwargs)
+        self.server_args = server_args
         self.procs: list[mp.process.BaseProcess] = []
         self.tokenizer_manager: TokenizerManager | None = None
         self.info: dict[str, Any] = {}
