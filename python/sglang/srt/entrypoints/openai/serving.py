@@ -82,10 +82,12 @@ class OpenAIServing:
             if isinstance(content, list):  # text parts only (the schema admits no other)
                 content = "".join(p.text for p in content)
             messages.append({"role": m.role, "content": content or ""})
+        from jinja2 import TemplateError
+
         try:
             text = self.tok.apply_chat_template(messages, add_generation_prompt=True)
-        except ValueError as exc:
-            raise RequestError(str(exc)) from None
+        except (ValueError, TemplateError) as exc:  # the model's template refused these messages (e.g. a sandbox limit)
+            raise RequestError(f"the chat template cannot render these messages: {exc}", "messages") from None
         check_text(text, "messages")
         return self.tok.encode(text, add_special_tokens=False)
 
