@@ -68,6 +68,12 @@ def test_models_route_lists_the_served_model(server):
         ({"prompt": "3", "num_inference_steps": 5000}, 400, "num_inference_steps", "from 1 to 1000"),
         ({"n": 1}, 400, "prompt", "prompt: Field required"),
         ({"prompt": "3", "n": "many"}, 400, "n", "n: Input should be a valid integer"),
+        # the work of one request is bounded, so the heaviest legal one delays others by a bounded time
+        ({"prompt": "3", "n": 256, "num_inference_steps": 100}, 400, "num_inference_steps", "at most 6400 image-steps per request"),
+        ({"prompt": "3", "n": 64, "size": "512x512"}, 400, "size", "output pixels per request"),
+        ({"prompt": "3", "n": True}, 400, "n", "n: Input should be a valid integer"),
+        ({"prompt": "3", "quality": "hd"}, 400, "quality", "unsupported field 'quality'"),
+        ({"prompt": "3", "guidance_scale": 1e400}, 400, "guidance_scale", "finite"),
     ],
 )
 def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, body, status, param, text):

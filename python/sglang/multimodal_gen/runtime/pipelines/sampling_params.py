@@ -9,7 +9,7 @@ MAX_IMAGES_PER_REQUEST = 256
 MAX_INFERENCE_STEPS = 1000
 MAX_OUTPUT_SIZE = 512
 # The work of one request is bounded, so the heaviest legal request delays others by a bounded time:
-MAX_IMAGE_STEPS = 2048  # images x denoising steps (e.g. 80 images at the default 25 steps, or 16 at 128)
+MAX_IMAGE_STEPS = 6400  # images x denoising steps: every image of a full request (256) at the default 25 steps
 MAX_OUTPUT_PIXELS = 16 * MAX_OUTPUT_SIZE * MAX_OUTPUT_SIZE  # images x size x size
 
 
