@@ -50,14 +50,9 @@ def cache_dir() -> Path:
 
 
 def _cpu_signature() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = [ln for ln in f if ln.startswith(("model name", "flags"))]
-        return "".join(sorted(set(lines)))
-    except OSError:
-        import platform
+    from sglang.host import cpu_signature
 
-        return platform.processor() or platform.machine()
+    return cpu_signature()
 
 
 def _compiler() -> str:
