@@ -178,18 +178,24 @@ class TokenizerManager:
         poller = zmq.Poller()
         poller.register(self.recv_sock, zmq.POLLIN)
         while not self._stop.is_set():
-            if not poller.poll(100):
-                continue
-            msg = self.recv_sock.recv_pyobj()
-            if isinstance(msg, SchedulerStats):
-                self.stats = msg
-            elif isinstance(msg, SchedulerError):
-                self._on_error(msg)
-            elif isinstance(msg, EngineFatal):
-                logger.error("the engine stopped: %s", msg.message)
-                self.fail_all(EngineDeadError(msg.message))
-            elif isinstance(msg, BatchStrOut):
-                self._dispatch(msg)
+            try:
+                if poller.poll(100):
+                    self._handle(self.recv_sock.recv_pyobj())
+            except Exception as exc:  # this thread must outlive any one message: every waiting request depends on it
+                if self._stop.is_set():
+                    return
+                logger.exception("tokenizer manager: a message from the engine could not be handled: %s", exc)
+
+    def _handle(self, msg: Any) -> None:
+        if isinstance(msg, SchedulerStats):
+            self.stats = msg
+        elif isinstance(msg, SchedulerError):
+            self._on_error(msg)
+        elif isinstance(msg, EngineFatal):
+            logger.error("the engine stopped: %s", msg.message)
+            self.fail_all(EngineDeadError(msg.message))
+        elif isinstance(msg, BatchStrOut):
+            self._dispatch(msg)
 
     def _dispatch(self, msg: BatchStrOut) -> None:
         for rid, text, ids, reason, meta in zip(msg.rids, msg.texts, msg.output_ids, msg.finished_reasons, msg.meta):
