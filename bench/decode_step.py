@@ -33,7 +33,7 @@ def main() -> None:
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
     from sglang.srt.runtime_context import publish
     from sglang.srt.server_args import ServerArgs
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     batches = [int(b) for b in args.batches.split(",")]
     pages_per_req = -(-(args.prefix + 1) // 16)

@@ -60,7 +60,7 @@ def accuracy() -> None:
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
     from sglang.srt.runtime_context import publish, reset_context
     from sglang.srt.server_args import ServerArgs
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     def logits_for(dtype: str, w8a8: bool) -> torch.Tensor:
         reset_context()

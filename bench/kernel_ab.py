@@ -50,7 +50,7 @@ def main() -> None:
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
     from sglang.srt.runtime_context import publish
     from sglang.srt.server_args import ServerArgs
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     b, ppr = args.batch, -(-(args.prefix + 1) // 16)
     sa = ServerArgs(dtype=args.dtype, quantization=args.quantization or None, fused_decode="off", page_size=16,

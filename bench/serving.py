@@ -99,7 +99,7 @@ def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return None
     from sglang.srt.model_loader import resolve_model_path
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     port = free_port()
     log = open(tempfile.mktemp(suffix=".log"), "w")

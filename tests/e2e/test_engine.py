@@ -229,7 +229,7 @@ if __name__ == "__main__":
 
 
 def test_two_nodes_join_through_dist_init_addr(engine, tiny_tp_model, tmp_path):
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     ids = [_chat_ids(engine, p) for p in PROMPTS[:2]]
     params = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}

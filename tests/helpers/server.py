@@ -10,7 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang.srt.utils.process import free_port
+from sglang.utils.process import free_port
 
 
 class ServerProc:

@@ -15,7 +15,7 @@ from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.model_executor.fused_decode import FusedDecode, FusedDecodeError
 from sglang.srt.runtime_context import get_context, publish, reset_context
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.utils.process import free_port
+from sglang.utils.process import free_port
 
 pytestmark = [pytest.mark.compiler, pytest.mark.model]
 

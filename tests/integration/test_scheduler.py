@@ -12,7 +12,7 @@ from sglang.srt.managers.io_struct import BatchTokenIDOut, SchedulerError, Token
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.runtime_context import get_context, get_schedule, publish
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.utils.process import free_port
+from sglang.utils.process import free_port
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three colors.", "What is 2+2?"]
 _rid = itertools.count()

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, GenerateRequest
-from sglang.srt.utils.http_common import allowed_hosts, install_common
+from sglang.utils.http_common import allowed_hosts, install_common
 
 KEY = "sk-guard-secret"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from sglang.cli.plugins.contract_doc import render_document
 from sglang.multimodal_gen.runtime.platforms.contract import DIFFUSION_CONTRACT, diffusion_classes
-from sglang.plugin_core.contract_table import public_members, render_document
+from sglang.plugin_core.contract_table import public_members
 from sglang.srt.platforms.contract import SRT_CONTRACT, srt_classes
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugin_contract.md"
@@ -16,7 +17,7 @@ TABLES = [("srt", SRT_CONTRACT, srt_classes()), ("diffusion", DIFFUSION_CONTRACT
 
 
 def test_checked_in_document_is_the_generated_one():
-    assert DOC.read_text() == render_document(), "regenerate: python -m sglang.plugin_core.contract_table > docs/plugin_contract.md"
+    assert DOC.read_text() == render_document(), "regenerate: python -m sglang.cli.plugins.contract_doc > docs/plugin_contract.md"
 
 
 @pytest.mark.parametrize(("runtime", "table", "classes"), TABLES, ids=[t[0] for t in TABLES])

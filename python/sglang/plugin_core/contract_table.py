@@ -4,7 +4,7 @@
 classes themselves (signatures and defaults are read from the code), and a
 test keeps the checked-in file, the tables and the classes in step:
 
-    python -m sglang.plugin_core.contract_table > docs/plugin_contract.md
+    python -m sglang.cli.plugins.contract_doc > docs/plugin_contract.md
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class ContractItem:
     spec_status: str = ""  # where the spec's table says otherwise, what it says
 
 
-def _method_default(cls: type, name: str) -> str:
+def method_default(cls: type, name: str) -> str:
     """A short description of the base implementation, read from its source."""
     attr = cls.__dict__[name]
     if not callable(attr) and not isinstance(attr, (staticmethod, classmethod, property)):
@@ -81,44 +81,5 @@ def render(title: str, classes: tuple[type, ...], items: list[ContractItem], int
         cls = members[it.name]
         status = it.status + (f" (spec: {it.spec_status})" if it.spec_status else "")
         callers = ", ".join(f"`{c}`" for c in it.called_by) or "—"
-        lines.append(f"| `{_signature(cls, it.name)}` | `{cls.__name__}` | {_method_default(cls, it.name)} | {status} | {callers} |")
+        lines.append(f"| `{_signature(cls, it.name)}` | `{cls.__name__}` | {method_default(cls, it.name)} | {status} | {callers} |")
     return "\n".join(lines) + "\n"
-
-
-def render_document() -> str:
-    from sglang.multimodal_gen.runtime.platforms.contract import DIFFUSION_CONTRACT, diffusion_classes
-    from sglang.srt.platforms.contract import SRT_CONTRACT, srt_classes
-
-    head = (
-        "# Platform contract\n\n"
-        "Generated from the platform classes and the contract tables by "
-        "`python -m sglang.plugin_core.contract_table > docs/plugin_contract.md`; "
-        "`tests/unit/test_plugin_contract_doc.py` fails when this file, the tables or the classes drift apart.\n\n"
-        "Status: **Active** members are called by this project through `current_platform` (an out-of-tree "
-        "implementation takes effect at once); **Planned** members are reserved; **Compatibility** members are "
-        "kept adapters; **Identity** members describe the platform. \"spec:\" notes where the spec's table "
-        "gives another status (this project calls more of the device operations than the reference does). "
-        "`sglang plugins check DIST` reports every Active member a platform leaves at its default.\n"
-    )
-    srt = render(
-        "SRT (`sglang.srt.platforms`)",
-        srt_classes(),
-        SRT_CONTRACT,
-        "A platform class subclasses `SRTPlatform` (and usually a `DeviceMixin` subclass of its own).",
-    )
-    diff = render(
-        "Diffusion (`sglang.multimodal_gen.runtime.platforms`)",
-        diffusion_classes(),
-        DIFFUSION_CONTRACT,
-        "A platform class subclasses the diffusion `Platform`, sets `_enum = PlatformEnum.OOT` and non-blank "
-        "`device_name` / `device_type`, and constructs without arguments.",
-    )
-    return f"{head}\n{srt}\n{diff}"
-
-
-def main() -> None:
-    print(render_document(), end="")
-
-
-if __name__ == "__main__":
-    main()

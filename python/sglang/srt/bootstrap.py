@@ -26,6 +26,14 @@ def device_from_argv(argv: list[str]) -> str:
     return device
 
 
+def choose_engine(device: str = "auto") -> None:
+    """Step 1 alone: what the report commands (``sglang plugins doctor/explain``) run before they resolve
+    the platform, so they show the decision ``sglang serve`` would make."""
+    from sglang.srt.arg_groups.pipeline import select_cpu_engine_early
+
+    select_cpu_engine_early(device)
+
+
 def bootstrap(device: str = "auto") -> None:
     """Run the start-up order (idempotent: ``load_plugins`` runs once per process)."""
     from sglang.srt.arg_groups.pipeline import select_cpu_engine_early

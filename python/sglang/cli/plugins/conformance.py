@@ -54,7 +54,7 @@ def _platform_base(group: str) -> tuple[type, Any, list[Any]]:
 
 def check_platform_class(label: str, group: str, qualname: str) -> list[R]:
     from sglang.plugin_core.contract import signature_problem
-    from sglang.plugin_core.contract_table import _method_default
+    from sglang.plugin_core.contract_table import method_default
     from sglang.plugin_core.discovery import import_qualname
 
     base, enum, (table, interfaces) = _platform_base(group)
@@ -87,7 +87,7 @@ def check_platform_class(label: str, group: str, qualname: str) -> list[R]:
         impl_owner = next(k for k in cls.__mro__ if item.name in k.__dict__)
         check = f"{label}: Active {item.name}()"
         if impl_owner in interfaces:
-            default = _method_default(iface, item.name)
+            default = method_default(iface, item.name)
             if "NotImplementedError" in default:
                 out.append(result(check, "FAIL", f"missing: {', '.join(item.called_by)} calls it and the default raises NotImplementedError"))
             else:

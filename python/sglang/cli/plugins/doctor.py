@@ -127,9 +127,9 @@ def _general(runtime: str) -> dict[str, Any]:
 
 
 def diagnose() -> dict[str, Any]:
-    from sglang.srt.arg_groups.pipeline import select_cpu_engine_from_argv
+    from sglang.srt.bootstrap import choose_engine
 
-    select_cpu_engine_from_argv([])  # as `sglang serve` does before the platform resolves
+    choose_engine()  # as `sglang serve` does before the platform resolves
     report: dict[str, Any] = {"python": sys.executable, "entry_points": _entry_points(), "shadowed": shadowed_distributions()}
     report["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("SGLANG_")}
     report["srt_platform"] = _platform("srt")

@@ -21,9 +21,9 @@ def explain(target: str, runtime: str) -> dict[str, Any]:
     if runtime == "auto":
         runtime = "diffusion" if target.startswith("sglang.multimodal_gen") else "srt"
     if runtime == "srt":
-        from sglang.srt.arg_groups.pipeline import select_cpu_engine_from_argv
+        from sglang.srt.bootstrap import choose_engine
 
-        select_cpu_engine_from_argv([])
+        choose_engine()
     registry, load, records = _registry(runtime)
     error = None
     try:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 
 from sglang.multimodal_gen.runtime.entrypoints.client import RequestFailedError, SchedulerClient, SchedulerDiedError
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams, SamplingParamsError
-from sglang.srt.utils.http_common import error, install_common
+from sglang.utils.http_common import error, install_common
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def launch_http_server(server_args: Any, conn: Any, launcher_manifest: dict[str,
     import uvicorn
 
     from sglang.multimodal_gen.runtime.managers.launcher import check_scheduler_manifests, wait_ready
-    from sglang.srt.utils.graceful_server import graceful_server_class
+    from sglang.utils.graceful_server import graceful_server_class
 
     info = wait_ready(None, conn)
     if launcher_manifest is not None:

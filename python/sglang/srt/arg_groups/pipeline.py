@@ -55,13 +55,6 @@ def select_cpu_engine_early(device: str) -> None:
         os.environ.setdefault(CPU_ENGINE_ENV, "1")
 
 
-def select_cpu_engine_from_argv(argv: list[str]) -> None:
-    """The same, from a command line not parsed yet (``--device X`` / ``--device=X``)."""
-    from sglang.srt.bootstrap import device_from_argv
-
-    select_cpu_engine_early(device_from_argv(argv))
-
-
 def _handle_device(sa: Any, res: Resolution) -> None:
     """``--device auto``: the platform's device; the CPU engine when no accelerator is found.
 

@@ -80,7 +80,7 @@ class Engine:
         from sglang.srt.managers.scheduler import run_scheduler_process
         from sglang.srt.plugins import load_plugins
         from sglang.srt.runtime_context import publish
-        from sglang.srt.utils.process import free_port
+        from sglang.utils.process import free_port
 
         load_plugins()
         server_args.check_server_args()

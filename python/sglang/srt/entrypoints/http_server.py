@@ -25,8 +25,8 @@ from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, Comple
 from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing, error_event
 from sglang.srt.managers.metrics import CONTENT_TYPE
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
-from sglang.srt.utils.graceful_server import graceful_server_class
-from sglang.srt.utils.http_common import error, install_common
+from sglang.utils.graceful_server import graceful_server_class
+from sglang.utils.http_common import error, install_common
 
 logger = logging.getLogger(__name__)
 

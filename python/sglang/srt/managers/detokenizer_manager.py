@@ -107,7 +107,7 @@ def run_detokenizer_process(server_args: Any, port_args: Any, pipe: Any = None) 
     import traceback
 
     from sglang.srt.plugins import load_plugins, plugin_manifest
-    from sglang.srt.utils.process import configure_child_logging, die_with_parent
+    from sglang.utils.process import configure_child_logging, die_with_parent
 
     die_with_parent()
     configure_child_logging(server_args.log_level, "detokenizer")

@@ -338,7 +338,7 @@ def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank
     from sglang.srt.managers.scheduler_io import SchedulerIO
     from sglang.srt.plugins import load_plugins, plugin_manifest
     from sglang.srt.runtime_context import publish
-    from sglang.srt.utils.process import configure_child_logging, die_with_parent
+    from sglang.utils.process import configure_child_logging, die_with_parent
 
     die_with_parent()
     configure_child_logging(server_args.log_level, f"TP{tp_rank}")

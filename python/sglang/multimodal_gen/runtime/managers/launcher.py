@@ -24,7 +24,7 @@ class SchedulerStartError(RuntimeError):
 
 def spawn_schedulers(server_args: Any) -> tuple[list[Any], Any]:
     """Start ``num_gpus`` scheduler children; returns (processes, connection to rank 0)."""
-    from sglang.srt.utils.process import free_port
+    from sglang.utils.process import free_port
 
     if server_args.num_gpus > 1 and server_args.dist_port is None:
         server_args.dist_port = free_port()

@@ -107,7 +107,7 @@ def warn_preimported(role: str) -> list[str]:
 
 
 def _setup(spec: SchedulerProcessSpec) -> None:
-    from sglang.srt.utils.process import configure_child_logging, die_with_parent
+    from sglang.utils.process import configure_child_logging, die_with_parent
 
     die_with_parent()
     if spec.role == "scheduler":  # Ctrl-C reaches the whole group: the launcher decides when to stop

@@ -18,7 +18,7 @@ from typing import Any
 from sglang.plugin_core.hooks.faults import describe_fault, hook_of
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
 from sglang.srt.managers.tokenizer_manager import RequestError, check_text
-from sglang.srt.utils.http_common import error_body
+from sglang.utils.http_common import error_body
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Process and networking helpers."""
