@@ -74,3 +74,15 @@ def test_reports_the_diffusion_runtime_on_request(tmp_path):
     data = json.loads(_run(["platform", "--runtime", "diffusion", "--json"], env).stdout)
     assert data["runtime"] == "diffusion" and data["plugins"][0]["name"] == "acme_diff"
     assert "SRT" not in proc.stdout  # the SRT chain is not run for a diffusion report
+
+
+def test_platform_and_doctor_report_the_decision_serve_would_make_with_a_truthful_rule():
+    # no SGLANG_* variable and no accelerator: both commands show the CPU engine, and the rule names
+    # no variable the user never set (before, `sglang platform` showed the base SRTPlatform)
+    env = clean_env()
+    platform = json.loads(_run(["platform", "--json"], env).stdout)["platform"]
+    doctor = json.loads(subprocess.run([str(Path(sys.executable).parent / "sglang"), "plugins", "doctor", "--json"],
+                                       capture_output=True, text=True, env=env, timeout=120).stdout)["srt_platform"]["decision"]
+    assert platform["platform"] == doctor["platform"] == "sglang.srt.platforms.cpu.CpuSRTPlatform"
+    assert platform["rule"] == doctor["rule"] == "no accelerator found: the CPU engine, the --device auto default"
+    assert "SGLANG_USE_CPU_ENGINE" not in platform["rule"]

@@ -25,10 +25,12 @@ def _cmd_platform(args: argparse.Namespace) -> int:
         load_plugins()
         apply_plugin_hooks()  # what a diffusion worker does after registering
     else:
+        from sglang.srt.bootstrap import choose_engine
         from sglang.srt.platforms import get_platform_decision
         from sglang.srt.plugins import format_plugin_report, load_plugins, plugin_records
         from sglang.srt.plugins.hook_registry import HookRegistry  # type: ignore[assignment]
 
+        choose_engine()  # the decision `sglang serve` would make here (it runs the same step first)
         label, decision = "SRT", get_platform_decision()
         load_plugins()
     targets = HookRegistry.applied_targets()

@@ -47,12 +47,15 @@ def select_cpu_engine_early(device: str) -> None:
     ``load_plugins()``); a no-op once it has resolved or with ``SGLANG_PLATFORM``.
     """
     from sglang.srt.platforms import is_platform_resolved
-    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, PLATFORM_ENV
+    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, CPU_ENGINE_RULE_ENV, PLATFORM_ENV
 
-    if is_platform_resolved() or os.environ.get(PLATFORM_ENV, "").strip():
-        return
+    if is_platform_resolved() or os.environ.get(PLATFORM_ENV, "").strip() or os.environ.get(CPU_ENGINE_ENV, "").strip():
+        return  # a user's SGLANG_USE_CPU_ENGINE stands, and so does the rule that names it
     if device == "cpu" or (device == "auto" and _accelerator_device() is None):
-        os.environ.setdefault(CPU_ENGINE_ENV, "1")
+        os.environ[CPU_ENGINE_ENV] = "1"
+        # the decision's rule says why, truthfully (children inherit it with the variable)
+        os.environ[CPU_ENGINE_RULE_ENV] = ("--device cpu: the CPU engine" if device == "cpu"
+                                           else "no accelerator found: the CPU engine, the --device auto default")
 
 
 def _handle_device(sa: Any, res: Resolution) -> None:

@@ -34,6 +34,7 @@ from sglang.srt.platforms.interface import SRTPlatform
 GROUP = "sglang.srt.platforms"
 PLATFORM_ENV = "SGLANG_PLATFORM"
 CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"
+CPU_ENGINE_RULE_ENV = "SGLANG_CPU_ENGINE_RULE"  # set with CPU_ENGINE_ENV by the start-up order, never by a user
 
 
 def _truthy(value: str | None) -> bool:
@@ -119,7 +120,7 @@ def _fallback() -> tuple[SRTPlatform, str]:
     if _truthy(os.environ.get(CPU_ENGINE_ENV)):
         from sglang.srt.platforms.cpu import CpuSRTPlatform
 
-        return CpuSRTPlatform(), f"fallback: {CPU_ENGINE_ENV}=1"
+        return CpuSRTPlatform(), os.environ.get(CPU_ENGINE_RULE_ENV) or f"fallback: {CPU_ENGINE_ENV}=1"
     try:
         import torch
     except ImportError:
