@@ -18,11 +18,8 @@ def _raise(*a, **k):
 
 
 def _register_as(registry, source: PluginSource, target: str, fn, htype: HookType) -> None:
-    token = registry._source_var.set(source)
-    try:
+    with registry.registering_as(source):
         registry.register(target, fn, htype)
-    finally:
-        registry._source_var.reset(token)
 
 
 @pytest.mark.parametrize("htype", [HookType.BEFORE, HookType.AFTER, HookType.AROUND, HookType.REPLACE])

@@ -68,3 +68,19 @@ def test_plugin_hook_returns_the_function_unchanged(registry):
         return None
 
     assert plugin_hook("pkg.mod.g", type=HookType.BEFORE)(f) is f
+
+
+def test_registering_as_attributes_hooks_and_resolve_walks_a_target(registry, target_module):
+    from sglang.plugin_core.errors import HookTargetError
+    from sglang.plugin_core.hooks.types import PluginSource
+
+    src = PluginSource("kit", "kit-dist")
+    with registry.registering_as(src):
+        registry.register(f"{target_module.__name__}.add", lambda *a, **k: None, "before")
+    registry.register(f"{target_module.__name__}.add", lambda *a, **k: None, "before")  # outside: a direct registration
+    sources = [s.source for s in registry.registered(f"{target_module.__name__}.add")]
+    assert sources[0] == src and sources[1].name.startswith("<direct:")
+    res = registry.resolve(f"{target_module.__name__}.Base.meth")
+    assert res.owner is target_module.Base and res.name == "meth"
+    with pytest.raises(HookTargetError, match=r"from plugin kit: class .*Base' has no attribute 'nope'"):
+        registry.resolve(f"{target_module.__name__}.Base.nope", "plugin kit")

@@ -173,11 +173,8 @@ def test_a_hook_raising_in_the_http_process_is_a_500_naming_its_plugin(registry,
     def broken(*a, **k):
         raise KeyError("missing thing")
 
-    token = registry._source_var.set(PluginSource("acme", "acme-dist"))
-    try:
+    with registry.registering_as(PluginSource("acme", "acme-dist")):
         registry.register(f"{target_module.__name__}.add", broken, HookType.BEFORE)
-    finally:
-        registry._source_var.reset(token)
     registry.apply_hooks()
     app = FastAPI()
     install_common(app, None)

@@ -64,3 +64,13 @@ class LazyPlatform:
     @property
     def resolved(self) -> bool:
         return self.platform is not None
+
+    def guard(self, chain: Callable[[], tuple[Any, PlatformDecision]]) -> None:
+        """Run ``chain`` instead of the selection chain from now on, in this process.
+
+        For the developer kit only: ``sglang plugins check`` guards both
+        runtimes with a chain that raises, calls an activation callback, and
+        reads :attr:`error` to tell whether the callback touched ``current_platform``.
+        """
+        with self._lock:
+            self._chain = chain

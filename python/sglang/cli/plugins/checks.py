@@ -49,11 +49,11 @@ def _guard_platforms() -> None:
         def chain(label: str = label) -> Any:
             raise _TouchedPlatform(f"the activation callback read the {label} current_platform")
 
-        m._LAZY._chain = chain
+        m.lazy_platform().guard(chain)
 
 
 def _touched_platforms() -> list[str]:
-    return [label for mod, label in _PLATFORM_MODULES if isinstance(sys.modules[mod]._LAZY.error, _TouchedPlatform)]
+    return [label for mod, label in _PLATFORM_MODULES if isinstance(sys.modules[mod].lazy_platform().error, _TouchedPlatform)]
 
 
 def check_activation(group: str, name: str, dist: str) -> tuple[list[dict[str, str]], str | None]:

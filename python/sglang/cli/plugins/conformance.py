@@ -100,7 +100,6 @@ def check_platform_class(label: str, group: str, qualname: str) -> list[R]:
 
 def check_hooks(dist: str, eps: list[Any]) -> list[R]:
     from sglang.plugin_core.hooks.fit import hook_fit_problem
-    from sglang.plugin_core.hooks.targets import TargetName, resolve_target
     from sglang.plugin_core.hooks.types import PluginSource
 
     out: list[R] = []
@@ -113,20 +112,18 @@ def check_hooks(dist: str, eps: list[Any]) -> list[R]:
             from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry as registry
         label = f"{ep.group}:{ep.name}"
         src = PluginSource(ep.name, dist, None)
-        token = registry._source_var.set(src)
         try:
-            ep.load()()
+            with registry.registering_as(src):
+                ep.load()()
         except Exception as exc:
             out.append(result(f"{label}: callback runs and registers its hooks", "FAIL", f"{type(exc).__name__}: {exc}"))
             continue
-        finally:
-            registry._source_var.reset(token)
         specs = [s for s in registry.registered() if s.source == src]
         out.append(result(f"{label}: callback runs and registers its hooks", "PASS", f"{len(specs)} hook(s)"))
         for s in specs:
             check = f"{label}: {s.type.name} {s.qualname} on {s.target}"
             try:
-                res = resolve_target(TargetName(s.target, registry._state.hints.get(s.target)), f"plugin {ep.name}")
+                res = registry.resolve(s.target, f"plugin {ep.name}")
             except Exception as exc:
                 out.append(result(check, "FAIL", f"target does not resolve: {exc}"))
                 continue

@@ -64,6 +64,26 @@ class HookRegistryBase:
         return PluginSource(f"<direct:{getattr(fn, '__module__', None) or '?'}>")
 
     @classmethod
+    @contextlib.contextmanager
+    def registering_as(cls, source: PluginSource) -> Iterator[None]:
+        """Attribute every hook registered in this block to ``source`` (what ``load_plugins`` does
+        around a plugin's callback; the developer kit does the same)."""
+        token = cls._source_var.set(source)
+        try:
+            yield
+        finally:
+            cls._source_var.reset(token)
+
+    @classmethod
+    def resolve(cls, target: str, who: str = "resolve") -> Resolved:
+        """Import and walk ``target`` as the registry would when applying it (module hints included);
+        raises :class:`HookTargetError` naming what is missing (and ``who`` asked)."""
+        name = parse_target(target, who)
+        with cls._state.lock:
+            hint = cls._state.hints.get(name.key, name.module_hint)
+        return resolve_target(TargetName(name.key, hint), who)
+
+    @classmethod
     def register(cls, target: str, fn: Callable[..., Any] | type, type: HookType | str = HookType.AROUND) -> Callable[..., Any] | type:
         """Register ``fn`` as a hook of ``type`` on ``target``; returns ``fn``.
 

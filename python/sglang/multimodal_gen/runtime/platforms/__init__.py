@@ -46,6 +46,11 @@ def _resolve() -> Platform:
     return _LAZY.get()
 
 
+def lazy_platform() -> LazyPlatform:
+    """The object behind ``current_platform`` (its selection state), for the developer kit."""
+    return _LAZY
+
+
 def get_platform_decision() -> PlatformDecision:
     """How ``current_platform`` was chosen (resolving it if needed)."""
     return _LAZY.get_decision()
