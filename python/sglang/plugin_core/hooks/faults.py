@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from sglang.plugin_core.discovery import strict_mode
 from sglang.plugin_core.hooks.compose import blame_of
-from sglang.plugin_core.hooks.types import HookSpec
 
 
 def describe_fault(exc: BaseException) -> str:
@@ -22,9 +21,7 @@ def describe_fault(exc: BaseException) -> str:
     return text
 
 
-def hook_of(exc: BaseException) -> HookSpec | None:
-    """The hook ``exc`` escaped from, if any."""
-    return blame_of(exc)
+hook_of = blame_of  # the hook an exception escaped from, or None
 
 
 def fail_fast(exc: BaseException) -> bool:

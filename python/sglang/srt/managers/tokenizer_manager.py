@@ -253,9 +253,17 @@ class TokenizerManager:
         self.ctx.term()
 
 
-def check_text(text: str, field: str) -> None:
-    """Reject text that cannot be encoded as UTF-8 (a lone surrogate such as ``"\\ud800"``)."""
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot be encoded as UTF-8 (a lone surrogate such as ``"\\ud800"``), or ``None``."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise RequestError(f"{field} is not valid Unicode text: {exc.reason} at character {exc.start}", field) from None
+        return f"{exc.reason} at character {exc.start}"
+    return None
+
+
+def check_text(text: str, field: str) -> None:
+    """Raise :class:`RequestError` naming ``field`` for text that is not valid Unicode."""
+    problem = unicode_problem(text)
+    if problem is not None:
+        raise RequestError(f"{field} is not valid Unicode text: {problem}", field)

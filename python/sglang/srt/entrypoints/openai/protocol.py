@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from sglang.srt.managers.tokenizer_manager import unicode_problem
 from sglang.srt.sampling.sampling_params import (
     LIMITS,
     LOGIT_BIAS_RANGE,
@@ -43,10 +44,9 @@ MAX_CONTENT_PARTS = 256
 
 
 def _unicode(v: str) -> str:
-    try:
-        v.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"not valid Unicode text ({exc.reason} at character {exc.start})") from None
+    problem = unicode_problem(v)
+    if problem is not None:
+        raise ValueError(f"not valid Unicode text ({problem})")
     return v
 
 

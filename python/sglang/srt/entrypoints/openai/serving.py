@@ -17,7 +17,7 @@ from typing import Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, hook_of
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
-from sglang.srt.managers.tokenizer_manager import RequestError, check_text
+from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, check_text
 from sglang.utils.http_common import error_body
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
 
 def error_event(exc: BaseException) -> str:
     """The SSE event that ends a failed stream (then ``data: [DONE]``), as upstream SGLang sends it."""
-    status = 400 if isinstance(exc, RequestError) else 503 if type(exc).__name__ in ("EngineDeadError", "ServerShutdown") else 500
+    status = 400 if isinstance(exc, RequestError) else 503 if isinstance(exc, EngineDeadError) else 500
     return "data: " + json.dumps(error_body(status, describe_fault(exc) if hook_of(exc) else str(exc))) + "\n\n"
 
 
