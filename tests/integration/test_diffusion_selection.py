@@ -65,13 +65,13 @@ def test_override_unknown_name_lists_what_is_installed(tmp_path):
     dvendor(tmp_path, "a")
     err = failed(run_python(PRINT, [tmp_path], env(override="nope")))
     assert "SGLANG_DIFFUSION_PLATFORM_OVERRIDE='nope' is neither a built-in" in err
-    assert "'sglang.multimodal_gen.platforms': a)" in err
+    assert "'sglang.multimodal_gen.platforms'; available: a)" in err
 
 
 def test_override_callback_returning_none_is_an_error(tmp_path):
     dvendor(tmp_path, "a", ret="None")
     err = failed(run_python(PRINT, [tmp_path], env(override="a")))
-    assert "reports its hardware is not available (its callback returned None)" in err
+    assert "reports its hardware is not available (activate() returned None)" in err
 
 
 def test_override_entry_point_name_matches_exactly(tmp_path):
@@ -104,7 +104,7 @@ def test_auto_with_two_active_plugins_asks_for_the_override(tmp_path):
 def test_auto_callback_that_raises_aborts_instead_of_falling_back(tmp_path):
     dvendor(tmp_path, "a", body="raise RuntimeError('driver broke')")
     err = failed(run_python(PRINT, [tmp_path], env()))
-    assert "activation callback of diffusion platform entry point 'a'" in err
+    assert "activate() of diffusion platform entry point 'a'" in err
     assert "RuntimeError: driver broke. Start-up aborts instead of falling back to a built-in" in err
 
 

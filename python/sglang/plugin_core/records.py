@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sglang.plugin_core.discovery import EntryPointInfo
+if TYPE_CHECKING:
+    from sglang.plugin_core.discovery import EntryPointInfo
 
 
 @dataclass

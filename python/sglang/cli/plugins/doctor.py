@@ -12,10 +12,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.cli.plugins.checks import GROUPS
 from sglang.plugin_core.discovery import normalize_dist_name
+
+if TYPE_CHECKING:
+    from sglang.plugin_core.host import PlatformHost
 
 
 def _sglang_entry_points(info: Path) -> list[str]:
@@ -75,34 +78,31 @@ def _entry_points() -> list[dict[str, Any]]:
     ]
 
 
+def _host(runtime: str) -> PlatformHost:
+    if runtime == "srt":
+        from sglang.srt.platforms import HOST
+    else:
+        from sglang.multimodal_gen.runtime.platforms import HOST
+    return HOST
+
+
 def _platform(runtime: str) -> dict[str, Any]:
     """The decision of one runtime, or the error and a per-callback probe when selection failed."""
-    if runtime == "srt":
-        from sglang.srt.platforms import get_platform_decision
-
-        group = "sglang.srt.platforms"
-    else:
-        from sglang.multimodal_gen.runtime.platforms import get_platform_decision
-
-        group = "sglang.multimodal_gen.platforms"
+    host = _host(runtime)
     try:
-        return {"ok": True, "decision": get_platform_decision().as_dict()}
+        return {"ok": True, "decision": host.decision().as_dict()}
     except Exception as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "probe": _probe(group)}
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "probe": _probe(host)}
 
 
-def _probe(group: str) -> list[dict[str, Any]]:
+def _probe(host: PlatformHost) -> list[dict[str, Any]]:
     """Each platform callback on its own, through the runtime's activation step (its checks, its errors)."""
     from sglang.plugin_core.discovery import list_entry_points
 
-    if group == "sglang.srt.platforms":
-        from sglang.srt.platforms.selection import activate
-    else:
-        from sglang.multimodal_gen.runtime.platforms.selection import activate
     out = []
-    for info in list_entry_points(group):
+    for info in list_entry_points(host.runtime.platform_group):
         try:
-            q = activate(info)
+            q = host.chain.activate(info)
             status, reason = ("active", q) if q else ("inactive", "activate() returned None")
         except Exception as exc:
             cause = exc.__cause__ or exc  # the plugin's own error, not the wrapper

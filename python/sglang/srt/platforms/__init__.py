@@ -1,17 +1,17 @@
 """SRT platforms and the lazy ``current_platform`` singleton.
 
 ``from sglang.srt.platforms import current_platform`` resolves the platform on
-first access (see :mod:`sglang.srt.platforms.selection` for the chain), once
-per process and thread-safely; a failure is re-raised on every later access.
-Importing this package imports no torch and no plugin.
+first access (the chain: :mod:`sglang.plugin_core.selection`, declared for SRT
+in :mod:`.selection`), once per process and thread-safely; a failure is
+re-raised on every later access. Importing this package imports no torch and
+no plugin.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sglang.plugin_core.lazy_platform import LazyPlatform
-from sglang.plugin_core.once import OncePerProcess
+from sglang.plugin_core.host import PlatformHost
 from sglang.srt.platforms.device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
 from sglang.srt.platforms.errors import (
     PlatformActivationError,
@@ -21,45 +21,27 @@ from sglang.srt.platforms.errors import (
     PlatformUnavailableError,
 )
 from sglang.srt.platforms.interface import SRTPlatform
+from sglang.srt.platforms.selection import RUNTIME
 
 if TYPE_CHECKING:
     from sglang.plugin_core.decision import PlatformDecision
+    from sglang.plugin_core.lazy_platform import LazyPlatform
 
-
-def _chain() -> tuple[SRTPlatform, PlatformDecision]:
-    from sglang.srt.platforms.selection import resolve_platform
-
-    return resolve_platform()
-
-
-_LAZY = LazyPlatform("SRT", _chain, globals())
-
-
-def _resolve() -> SRTPlatform:
-    return _LAZY.get()
+HOST = PlatformHost(RUNTIME, globals())
 
 
 def lazy_platform() -> LazyPlatform:
     """The object behind ``current_platform`` (its selection state), for the developer kit."""
-    return _LAZY
+    return HOST.lazy
 
 
 def get_platform_decision() -> PlatformDecision:
     """The record of how ``current_platform`` was chosen (resolving it if needed)."""
-    return _LAZY.get_decision()
+    return HOST.decision()
 
 
 def is_platform_resolved() -> bool:
-    return _LAZY.resolved
-
-
-def _init_backend() -> SRTPlatform:
-    plat = _resolve()
-    plat.init_backend()
-    return plat
-
-
-_BACKEND_ONCE = OncePerProcess("SRT init_backend()", _init_backend)
+    return HOST.lazy.resolved
 
 
 def init_platform_backend() -> SRTPlatform:
@@ -67,14 +49,11 @@ def init_platform_backend() -> SRTPlatform:
 
     Every worker calls this before its model is built.
     """
-    plat = _BACKEND_ONCE()
-    return plat if plat is not None else _resolve()
+    return HOST.init_backend()
 
 
 def __getattr__(name: str) -> Any:
-    if name == "current_platform":
-        return _resolve()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return HOST.module_getattr(__name__, name)
 
 
 __all__ = [

@@ -8,51 +8,16 @@ imported inside the methods that need it, never at module import.
 
 from __future__ import annotations
 
-import enum
-import platform as _py_platform
-import random
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.contract import check_subclass
+from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
 
 if TYPE_CHECKING:
     import torch
 
 
-class PlatformEnum(enum.Enum):
-    """Platform identity. Out-of-tree platforms use ``OOT``."""
-
-    CUDA = enum.auto()
-    ROCM = enum.auto()
-    CPU = enum.auto()
-    XPU = enum.auto()
-    MUSA = enum.auto()
-    NPU = enum.auto()
-    TPU = enum.auto()
-    MPS = enum.auto()
-    OOT = enum.auto()
-    UNSPECIFIED = enum.auto()
-
-
-class CpuArchEnum(enum.Enum):
-    X86 = enum.auto()
-    ARM = enum.auto()
-    UNSPECIFIED = enum.auto()
-
-
-class DeviceCapability(NamedTuple):
-    """A device's compute capability; ordered like a tuple, ``(8, 0) < (9, 0)``."""
-
-    major: int
-    minor: int
-
-    def as_version_str(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    def to_int(self) -> int:
-        """``major * 10 + minor``, e.g. 90 for (9, 0)."""
-        assert 0 <= self.minor < 10, "minor must be a single digit to encode as an int"
-        return self.major * 10 + self.minor
+PlatformEnum = platform_enum(__name__, "SRT platform identity. Out-of-tree platforms use ``OOT``.", ("CUDA", "ROCM", "CPU", "XPU", "MUSA", "NPU", "TPU", "MPS"))
 
 
 class DeviceMixin:
@@ -157,24 +122,10 @@ class DeviceMixin:
         return torch.inference_mode(True)
 
     def seed_everything(self, seed: int) -> None:
-        random.seed(seed)
-        try:
-            import numpy as np
-
-            np.random.seed(seed)
-        except ImportError:
-            pass
-        import torch
-
-        torch.manual_seed(seed)
+        seed_host_rngs(seed)
 
     def verify_quantization(self, quant: str | None) -> None:
         pass
 
     def get_cpu_architecture(self) -> CpuArchEnum:
-        machine = _py_platform.machine().lower()
-        if machine in ("x86_64", "amd64", "i386", "i686", "x86"):
-            return CpuArchEnum.X86
-        if machine.startswith(("arm", "aarch64")):
-            return CpuArchEnum.ARM
-        return CpuArchEnum.UNSPECIFIED
+        return cpu_architecture()

@@ -19,43 +19,26 @@ discarded. ``SGLANG_PLUGINS_STRICT=1`` makes every failure abort.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
-from sglang.plugin_core.discovery import list_entry_points
 from sglang.plugin_core.errors import PluginLoadError
-from sglang.plugin_core.loading import apply_registry, excluded_for, load_group, run_callbacks
-from sglang.plugin_core.once import OncePerProcess
-from sglang.plugin_core.records import PluginRecord, format_records
+from sglang.plugin_core.host import PluginHost
+from sglang.plugin_core.records import PluginRecord
+from sglang.srt.platforms import HOST as PLATFORMS
 from sglang.srt.plugins.hook_registry import HookRegistry
-
-logger = logging.getLogger(__name__)
 
 PLUGIN_GROUP = "sglang.srt.plugins"
 PLATFORM_GROUP = "sglang.srt.platforms"
 SELECTOR_ENV = "SGLANG_PLATFORM"
 
 
-class _LoaderState:
-    records: list[PluginRecord] = []
+def _host() -> PluginHost:
+    """The SRT plugin host."""
+    return _HOST
 
 
-def _selected_platform_dist() -> str | None:
-    """The distribution of the selected platform plugin (``None`` for a built-in).
-
-    With ``SGLANG_PLATFORM`` set this reads entry-point metadata only; in
-    auto-discovery it resolves ``current_platform`` (which would happen at the
-    first ``ServerArgs`` anyway) and reads the decision.
-    """
-    name = os.environ.get("SGLANG_PLATFORM", "").strip()
-    if name:
-        dists = {i.dist for i in list_entry_points(PLATFORM_GROUP) if i.name == name}
-        return next(iter(dists)) if len(dists) == 1 else None
-    from sglang.srt.platforms import get_platform_decision
-
-    return get_platform_decision().dist
+_HOST = PluginHost(PLATFORMS, HookRegistry)
 
 
 def _get_excluded_dists() -> set[str]:
@@ -65,11 +48,8 @@ def _get_excluded_dists() -> set[str]:
     are never imported. A distribution that also provides the selected
     platform is never excluded.
     """
-    return _excluded_for(_selected_platform_dist())
-
-
-def _excluded_for(selected: str | None) -> set[str]:
-    return excluded_for(PLATFORM_GROUP, selected)
+    host = _host()
+    return host.excluded_dists(host.platforms.selected_dist())
 
 
 def load_plugins_by_group(group: str, excluded_dists: set[str] | frozenset[str] = frozenset(), required_dists: set[str] | frozenset[str] = frozenset()) -> dict[str, Callable[..., Any]]:
@@ -79,21 +59,9 @@ def load_plugins_by_group(group: str, excluded_dists: set[str] | frozenset[str] 
     so a filtered plugin's code never runs.
     """
     out: dict[str, Callable[..., Any]] = {}
-    for info, _, fn in load_group(group, excluded_dists, required_dists, _LoaderState.records, SELECTOR_ENV):
+    for info, _, fn in _host().load_group(group, excluded_dists, required_dists):
         out[info.name if info.name not in out else f"{info.name}@{info.dist}"] = fn
     return out
-
-
-def _load_plugins_impl() -> None:
-    selected = _selected_platform_dist()
-    excluded = _excluded_for(selected)
-    required = {selected} if selected else set()
-    loaded = load_group(PLUGIN_GROUP, excluded, required, _LoaderState.records, SELECTOR_ENV)
-    sources = run_callbacks(HookRegistry, loaded, SELECTOR_ENV)
-    apply_registry(HookRegistry, sources, SELECTOR_ENV, "SRT")
-
-
-_LOAD_ONCE = OncePerProcess("SRT plugin loading (sglang.srt.plugins.load_plugins)", _load_plugins_impl)
 
 
 def load_plugins() -> None:
@@ -104,23 +72,21 @@ def load_plugins() -> None:
     from a plugin callback returns at once; a failure is re-raised on every
     later call.
     """
-    _LOAD_ONCE()
+    _host().apply_plugins()
 
 
 def plugin_records() -> list[PluginRecord]:
     """What ``load_plugins()`` did with each entry point of ``sglang.srt.plugins``."""
-    return list(_LoaderState.records)
+    return _host().plugin_records()
 
 
 def plugin_manifest() -> dict[str, Any]:
     """This process's SRT plugins and applied hook chains (reported at every handshake)."""
-    from sglang.plugin_core.manifest import build_manifest
-
-    return build_manifest(plugin_records(), HookRegistry)
+    return _host().plugin_manifest()
 
 
 def format_plugin_report() -> str:
-    return format_records(f"SRT general plugins ({PLUGIN_GROUP})", plugin_records())
+    return _host().format_plugin_report()
 
 
 __all__ = [

@@ -13,7 +13,6 @@ is re-raised on every later access. :func:`initialize_current_platform` runs
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from sglang.multimodal_gen.runtime.platforms.errors import (
@@ -22,59 +21,32 @@ from sglang.multimodal_gen.runtime.platforms.errors import (
     DiffusionPlatformClassError,
     DiffusionPlatformError,
     DiffusionPlatformSelectionError,
+    DiffusionPlatformUnavailableError,
 )
 from sglang.multimodal_gen.runtime.platforms.interface import CpuArchEnum, DeviceCapability, Platform, PlatformEnum
-from sglang.plugin_core.lazy_platform import LazyPlatform
-from sglang.plugin_core.once import ActivationFailedError, OncePerProcess
+from sglang.multimodal_gen.runtime.platforms.selection import RUNTIME
+from sglang.plugin_core.host import PlatformHost
+from sglang.plugin_core.once import ActivationFailedError
 
 if TYPE_CHECKING:
     from sglang.plugin_core.decision import PlatformDecision
+    from sglang.plugin_core.lazy_platform import LazyPlatform
 
-logger = logging.getLogger(__name__)
-
-
-def _chain() -> tuple[Platform, PlatformDecision]:
-    from sglang.multimodal_gen.runtime.platforms.selection import resolve_platform
-
-    return resolve_platform()
-
-
-_LAZY = LazyPlatform("diffusion", _chain, globals())
-
-
-def _resolve() -> Platform:
-    return _LAZY.get()
+HOST = PlatformHost(RUNTIME, globals())
 
 
 def lazy_platform() -> LazyPlatform:
     """The object behind ``current_platform`` (its selection state), for the developer kit."""
-    return _LAZY
+    return HOST.lazy
 
 
 def get_platform_decision() -> PlatformDecision:
     """How ``current_platform`` was chosen (resolving it if needed)."""
-    return _LAZY.get_decision()
+    return HOST.decision()
 
 
 def is_platform_resolved() -> bool:
-    return _LAZY.resolved
-
-
-def _init_backend() -> Platform:
-    plat = _resolve()
-    try:
-        plat.init_backend()
-    except Exception as exc:
-        raise BackendInitError(
-            f"init_backend() of diffusion platform {plat!r} raised {type(exc).__name__}: {exc}; start-up aborts and "
-            "this process does not retry it. Fix the platform package or select another platform with "
-            "SGLANG_DIFFUSION_PLATFORM_OVERRIDE."
-        ) from exc
-    logger.debug("diffusion backend initialized: %r", plat)
-    return plat
-
-
-_BACKEND_ONCE = OncePerProcess("diffusion init_backend()", _init_backend)
+    return HOST.lazy.resolved
 
 
 def initialize_current_platform() -> Platform:
@@ -85,18 +57,15 @@ def initialize_current_platform() -> Platform:
     failure every call raises ``ActivationFailedError`` ("previously failed",
     chained to the cause).
     """
-    plat = _BACKEND_ONCE()
-    return plat if plat is not None else _resolve()
+    return HOST.init_backend()
 
 
 def is_backend_initialized() -> bool:
-    return _BACKEND_ONCE.done
+    return HOST.backend_once.done
 
 
 def __getattr__(name: str) -> Any:
-    if name == "current_platform":
-        return _resolve()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return HOST.module_getattr(__name__, name)
 
 
 __all__ = [
@@ -108,6 +77,7 @@ __all__ = [
     "DiffusionPlatformClassError",
     "DiffusionPlatformError",
     "DiffusionPlatformSelectionError",
+    "DiffusionPlatformUnavailableError",
     "Platform",
     "PlatformEnum",
     "current_platform",

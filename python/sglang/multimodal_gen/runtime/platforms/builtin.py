@@ -170,6 +170,3 @@ BUILTINS: dict[str, tuple[type[Platform], Callable[[], bool]]] = {
     "musa": (MusaPlatform, lambda: _has("musa")),
     "cpu": (CpuPlatform, lambda: True),
 }
-
-# Names the override variable may select without probing (xpu stays automatic only).
-OVERRIDE_ALIASES = ("cpu", "cuda", "rocm", "mps", "npu", "musa")

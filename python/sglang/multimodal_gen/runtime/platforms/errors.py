@@ -11,6 +11,10 @@ class DiffusionPlatformSelectionError(DiffusionPlatformError):
     """The override or the installed entry points do not determine one platform."""
 
 
+class DiffusionPlatformUnavailableError(DiffusionPlatformSelectionError):
+    """The platform the override names reports no hardware (its ``activate()`` returned ``None``)."""
+
+
 class DiffusionPlatformActivationError(DiffusionPlatformError):
     """An activation callback failed to import, raised, or returned garbage."""
 

@@ -13,41 +13,16 @@ out-of-tree contract. Importing this module imports no torch.
 from __future__ import annotations
 
 import contextlib
-import enum
-import platform as _pyplatform
-import random
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from sglang.plugin_core.contract import check_subclass
+from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
 
 
-class PlatformEnum(enum.Enum):
-    """Identity of a diffusion platform (not shared with SRT's enum)."""
-
-    CUDA = enum.auto()
-    ROCM = enum.auto()
-    XPU = enum.auto()
-    MPS = enum.auto()
-    NPU = enum.auto()
-    MUSA = enum.auto()
-    CPU = enum.auto()
-    OOT = enum.auto()
-    UNSPECIFIED = enum.auto()
-
-
-class CpuArchEnum(enum.Enum):
-    X86 = enum.auto()
-    ARM = enum.auto()
-    UNSPECIFIED = enum.auto()
-
-
-class DeviceCapability(NamedTuple):
-    major: int
-    minor: int
-
-    def as_version_str(self) -> str:
-        return f"{self.major}.{self.minor}"
+PlatformEnum = platform_enum(
+    __name__, "Identity of a diffusion platform (not shared with SRT's enum).", ("CUDA", "ROCM", "XPU", "MPS", "NPU", "MUSA", "CPU")
+)
 
 
 class Platform:
@@ -162,12 +137,7 @@ class Platform:
         return self.get_device_communicator_cls()
 
     def get_cpu_architecture(self) -> CpuArchEnum:
-        machine = _pyplatform.machine().lower()
-        if machine in ("x86_64", "amd64", "i386", "i686"):
-            return CpuArchEnum.X86
-        if machine.startswith(("arm", "aarch64")):
-            return CpuArchEnum.ARM
-        return CpuArchEnum.UNSPECIFIED
+        return cpu_architecture()
 
     # -- dispatch and model (Active) --------------------------------------------
 
@@ -213,12 +183,7 @@ class Platform:
     def seed_everything(self, seed: int | None = None) -> None:
         if seed is None:
             return
-        import numpy as np
-        import torch
-
-        random.seed(seed)
-        np.random.seed(seed % (1 << 32))
-        torch.manual_seed(seed)
+        seed_host_rngs(seed)
 
     def enable_dit_layerwise_offload_by_default(self) -> bool:
         return False

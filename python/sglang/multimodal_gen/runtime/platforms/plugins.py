@@ -24,96 +24,64 @@ platform distribution are skipped. ``SGLANG_PLUGINS`` filters them all.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
+from sglang.multimodal_gen.runtime.platforms import HOST as _PLATFORMS
 from sglang.plugin_core.errors import PluginLoadError
 from sglang.plugin_core.hooks.registry import HookConflictWarning, HookFailure, HookRegistryBase
 from sglang.plugin_core.hooks.types import NONE_RESULT, ChainEntry, HookSpec, HookType, PluginSource
-from sglang.plugin_core.loading import apply_registry, excluded_for, load_group, run_callbacks
-from sglang.plugin_core.once import OncePerProcess
-from sglang.plugin_core.records import PluginRecord, format_records
+from sglang.plugin_core.host import PluginHost
+from sglang.plugin_core.records import PluginRecord
 
-logger = logging.getLogger(__name__)
-
-PLUGIN_GROUP = "sglang.multimodal_gen.plugins"
-PLATFORM_GROUP = "sglang.multimodal_gen.platforms"
-SELECTOR_ENV = "SGLANG_DIFFUSION_PLATFORM_OVERRIDE"
-
-F = TypeVar("F", bound=Callable[..., Any])
+PLUGIN_GROUP = _PLATFORMS.runtime.plugin_group
+PLATFORM_GROUP = _PLATFORMS.runtime.platform_group
+SELECTOR_ENV = _PLATFORMS.runtime.selector_env
 
 
 class HookRegistry(HookRegistryBase, runtime="diffusion", selector_env=SELECTOR_ENV):
     """The diffusion process-local hook registry (separate state from SRT's)."""
 
 
-def plugin_hook(target: str, type: HookType | str = HookType.AROUND) -> Callable[[F], F]:
-    """Decorator form of :meth:`HookRegistry.register`; returns the function or class unchanged."""
-    return HookRegistry.hook(target, type)
+plugin_hook = HookRegistry.hook  # decorator form of HookRegistry.register; returns what it decorates
 
-
-class _State:
-    records: list[PluginRecord] = []
-    sources: dict[PluginSource, PluginRecord] = {}
+_HOST = PluginHost(_PLATFORMS, HookRegistry)
 
 
 def selected_platform_dist() -> str | None:
     """The distribution that provided the selected diffusion platform (``None``: a built-in)."""
-    from sglang.multimodal_gen.runtime.platforms import get_platform_decision
-
-    return get_platform_decision().dist
-
-
-def _register() -> None:
-    selected = selected_platform_dist()
-    excluded = excluded_for(PLATFORM_GROUP, selected)
-    required = {selected} if selected else set()
-    loaded = load_group(PLUGIN_GROUP, excluded, required, _State.records, SELECTOR_ENV)
-    _State.sources = run_callbacks(HookRegistry, loaded, SELECTOR_ENV)
-
-
-def _apply() -> None:
-    load_plugins()
-    apply_registry(HookRegistry, _State.sources, SELECTOR_ENV, "diffusion")
-
-
-_REGISTER_ONCE = OncePerProcess("diffusion plugin registration (load_plugins)", _register)
-_APPLY_ONCE = OncePerProcess("diffusion hook application (apply_plugin_hooks)", _apply)
+    return _PLATFORMS.selected_dist()
 
 
 def load_plugins() -> None:
     """Run every allowed diffusion plugin callback (registration only); once per process."""
-    _REGISTER_ONCE()
+    _HOST.register_plugins()
 
 
 def apply_plugin_hooks() -> None:
     """Register if needed, then resolve and patch every hook target; once per process."""
-    _APPLY_ONCE()
+    _HOST.apply_plugins()
 
 
 def plugins_registered() -> bool:
-    return _REGISTER_ONCE.done
+    return _HOST.register_once.done
 
 
 def hooks_applied() -> bool:
-    return _APPLY_ONCE.done
+    return _HOST.apply_once.done
 
 
 def plugin_records() -> list[PluginRecord]:
     """What :func:`load_plugins` did with each entry point of ``sglang.multimodal_gen.plugins``."""
-    return list(_State.records)
+    return _HOST.plugin_records()
 
 
 def format_plugin_report() -> str:
-    return format_records(f"diffusion general plugins ({PLUGIN_GROUP})", plugin_records())
+    return _HOST.format_plugin_report()
 
 
 def plugin_manifest() -> dict[str, Any]:
     """Plugins and applied hook chains of this process (reported at every handshake)."""
-    from sglang.plugin_core.manifest import build_manifest
-
-    return build_manifest(_State.records, HookRegistry)
+    return _HOST.plugin_manifest()
 
 
 __all__ = [
