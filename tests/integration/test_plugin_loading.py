@@ -13,6 +13,8 @@ def greet(name):
 
 def other(x):
     return x
+
+LIMIT = 3
 '''
 
 REPORT = """
@@ -55,8 +57,8 @@ def test_plugins_load_apply_and_carry_provenance(tmp_path):
     general(tmp_path, "one", AROUND.format(tag="one"))
     general(tmp_path, "two", AROUND.format(tag="two"))
     out = ok(run_python(REPORT, [tmp_path]))
-    assert "RESULT hello w [two] [one]" in out  # plugin "one" is outermost
-    assert "CHAIN AROUND one plug-one\nCHAIN AROUND two plug-two" in out
+    assert "RESULT hello w [one] [two]" in out  # plugin "two" registered last: its AROUND is outermost
+    assert "CHAIN AROUND two plug-two\nCHAIN AROUND one plug-one" in out
     assert "REC one plug-one loaded False" in out
 
 
@@ -67,7 +69,7 @@ def test_order_is_by_entry_point_name_not_path_order(tmp_path):
     general(second, "aa", AROUND.format(tag="aa"))
     out1 = ok(run_python(REPORT, [first, second]))
     out2 = ok(run_python(REPORT, [second, first]))
-    assert "RESULT hello w [zz] [aa]" in out1 and "RESULT hello w [zz] [aa]" in out2
+    assert "RESULT hello w [aa] [zz]" in out1 and "RESULT hello w [aa] [zz]" in out2
 
 
 def test_allow_list_is_applied_before_load(tmp_path):
@@ -102,7 +104,7 @@ def test_distributions_of_non_selected_platforms_are_excluded(tmp_path):
     _platform_dist(tmp_path, "other", {"other": "plug_other.plat.P"}, AROUND.format(tag="other"))
     general(tmp_path, "neutral", AROUND.format(tag="neutral"))
     out = ok(run_python(REPORT, [tmp_path], clean_env(SGLANG_PLATFORM="chosen")))
-    assert "RESULT hello w [neutral] [chosen]" in out
+    assert "RESULT hello w [chosen] [neutral]" in out
     assert "REC other plug-other excluded False" in out
     assert "REC chosen plug-chosen loaded True" in out
     assert "plug_other" not in out.split("imported:")[1]
@@ -147,12 +149,22 @@ def test_optional_load_failure_is_logged_and_others_load(tmp_path):
 
 def test_optional_apply_failure_discards_every_hook_of_that_plugin(tmp_path):
     app(tmp_path)
-    general(tmp_path, "typo", AROUND.format(tag="typo") + "HookRegistry.register('app.gret', lambda *a: None, HookType.BEFORE)\n")
+    general(tmp_path, "wrong", AROUND.format(tag="wrong") + "HookRegistry.register('app.LIMIT', lambda *a: None, HookType.BEFORE)\n")
     general(tmp_path, "good", AROUND.format(tag="good"))
     out = ok(run_python(REPORT, [tmp_path]))
-    assert "RESULT hello w [good]" in out  # typo's valid hook on app.greet is gone too
-    assert "failed to apply its hooks on 'app.gret'" in out and "has no attribute 'gret'" in out
-    assert "CHAIN AROUND good plug-good" in out and "CHAIN AROUND typo" not in out
+    assert "RESULT hello w [good]" in out  # wrong's valid hook on app.greet is gone too
+    assert "failed to apply its hooks on 'app.LIMIT'" in out and "is a int, not a function" in out
+    assert "CHAIN AROUND good plug-good" in out and "CHAIN AROUND wrong" not in out
+
+
+def test_an_optional_plugin_whose_target_does_not_resolve_stays_pending_and_its_other_hooks_apply(tmp_path):
+    app(tmp_path)
+    general(tmp_path, "typo", AROUND.format(tag="typo") + "HookRegistry.register('app.gret', lambda *a: None, HookType.BEFORE)\n")
+    general(tmp_path, "good", AROUND.format(tag="good"))
+    out = ok(run_python(REPORT + "print('PENDING', [(s.target, s.source.plugin_name) for s, _ in HookRegistry.pending()])\n", [tmp_path]))
+    assert "RESULT hello w [good] [typo]" in out  # upstream: a missing target is not the plugin's end
+    assert "LOG ERROR hook target 'app.gret' of plugin typo (plug-typo) does not resolve" in out and "has no attribute 'gret'" in out
+    assert "PENDING [('app.gret', 'typo')]" in out and "REC typo plug-typo loaded False" in out
 
 
 def test_selected_platform_plugin_callback_failure_aborts(tmp_path):

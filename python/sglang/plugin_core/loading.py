@@ -18,7 +18,7 @@ from typing import Any
 from sglang.plugin_core.discovery import EntryPointInfo, allowed_plugins, list_entry_points, strict_mode
 from sglang.plugin_core.errors import PluginLoadError
 from sglang.plugin_core.hooks.registry import HookFailure, HookRegistryBase
-from sglang.plugin_core.hooks.types import PluginSource
+from sglang.plugin_core.hooks.types import HookSource
 from sglang.plugin_core.records import PluginRecord
 
 logger = logging.getLogger(__name__)
@@ -75,26 +75,24 @@ def load_group(
     return out
 
 
-def run_callbacks(registry: type[HookRegistryBase], loaded: Loaded, selector_env: str) -> dict[PluginSource, PluginRecord]:
+def run_callbacks(registry: type[HookRegistryBase], loaded: Loaded, selector_env: str) -> dict[HookSource, PluginRecord]:
     """Call each plugin's callback with its source set; a failed optional plugin loses its hooks."""
-    sources: dict[PluginSource, PluginRecord] = {}
+    sources: dict[HookSource, PluginRecord] = {}
     for info, rec, fn in loaded:
-        src = PluginSource(info.name, info.dist, info.version)
-        token = registry._source_var.set(src)
+        src = HookSource(info.name, info.dist, info.version)
         try:
-            fn()
+            with registry.registering_as(src):
+                fn()
         except Exception as exc:
             registry.discard(src, f"its plugin's callback raised {type(exc).__name__}: {exc}")
             fail(rec, "run its callback", exc, selector_env)
             continue
-        finally:
-            registry._source_var.reset(token)
         rec.status = "registered"
         sources[src] = rec
     return sources
 
 
-def apply_registry(registry: type[HookRegistryBase], sources: dict[PluginSource, PluginRecord], selector_env: str, runtime: str) -> None:
+def apply_registry(registry: type[HookRegistryBase], sources: dict[HookSource, PluginRecord], selector_env: str, runtime: str) -> None:
     """Patch every target; attribute failures to plugin records and list each plugin's hooks."""
 
     def on_failure(failure: HookFailure) -> None:
@@ -104,8 +102,10 @@ def apply_registry(registry: type[HookRegistryBase], sources: dict[PluginSource,
 
     must = {s.dist for s, r in sources.items() if r.required and s.dist}
     registry.apply_hooks(required_dists=must, on_failure=on_failure)
+    waiting = {id(s) for s, _ in registry.pending()}
     for src, rec in sources.items():
-        rec.hooks = [f"{h.type.name} {h.target} -> {h.qualname}" for h in registry.registered() if h.source == src]
+        rec.hooks = [f"{h.type.name} {h.target} -> {h.qualname}" + (" (pending: the target does not resolve yet)" if id(h) in waiting else "")
+                     for h in registry.registered() if h.source == src]
         if rec.status == "registered":
             rec.status = "loaded"
             logger.info("loaded %s plugin %s from %s (%d hooks)", runtime, src.name, src.dist or "no distribution", len(rec.hooks))

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang.plugin_core.hooks.aliases import Alias
-from sglang.plugin_core.hooks.types import HookSpec, PluginSource
+from sglang.plugin_core.errors import HookTargetError
+from sglang.plugin_core.hooks.types import HookSource, HookSpec
 
 
 @dataclass
@@ -33,8 +34,13 @@ class HookFailure:
     """A hook-application failure attributed to the plugins that caused it."""
 
     target: str
-    sources: frozenset[PluginSource]
+    sources: frozenset[HookSource | None]
     error: BaseException
+
+    @property
+    def unresolved(self) -> bool:
+        """The target does not import or has no such attribute (yet): the hook can wait for it."""
+        return isinstance(self.error, HookTargetError)
 
 
 class _State:
@@ -42,12 +48,15 @@ class _State:
         self.lock = threading.RLock()
         self.hooks: dict[str, list[HookSpec]] = {}
         self.hints: dict[str, str] = {}
-        self.rank: dict[PluginSource, int] = {}
+        self.rank: dict[HookSource | None, int] = {}  # first-registration order of each source
         self.seq = itertools.count()
         self.patches: dict[str, _Patch] = {}
         self.eager = False  # after the first apply, registrations apply at once
         self.skipped: list[tuple[HookSpec, str]] = []  # discarded hooks and why (for `sglang plugins explain`)
-        self.call_failures: dict[tuple[str, str, PluginSource], int] = {}  # hooks that raised when called
+        self.pending: dict[str, HookFailure] = {}  # targets that did not resolve at the last apply
+        self.warned: set[tuple[str, str]] = set()  # (class target, method target) pairs already warned about
+        self.generation = 0  # changes whenever a patch is installed or removed
+        self.call_failures: dict[tuple[str, str, HookSource | None], int] = {}  # hooks that raised when called
 
 
 def _positional_capacity(fn: Any) -> int | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextvars
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 
 class HookType(str, enum.Enum):
@@ -64,18 +64,45 @@ class _NoneResult:
 NONE_RESULT = _NoneResult()
 
 
-class PluginSource(NamedTuple):
-    """Who registered a hook: the plugin (entry-point name) and its distribution."""
+@dataclass(frozen=True)
+class HookSource:
+    """Who registered a hook: the plugin (its entry-point name) and its distribution.
 
-    name: str
-    dist: str | None = None
-    version: str | None = None
+    Equal by value on ``(plugin_name, dist_name)``, as upstream SGLang's; the
+    version is carried for reports and does not take part in equality. Hooks
+    registered outside any plugin have no source (``HookSpec.source is None``).
+    """
+
+    plugin_name: str
+    dist_name: str | None = None
+    version: str | None = field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.plugin_name
+
+    @property
+    def dist(self) -> str | None:
+        return self.dist_name
+
+    def __iter__(self) -> Iterator[str | None]:  # unpacks like upstream's (plugin_name, dist_name) tuple
+        return iter((self.plugin_name, self.dist_name))
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.dist})" if self.dist else self.name
+        return f"{self.plugin_name} ({self.dist_name})" if self.dist_name else self.plugin_name
 
 
-def new_source_var(runtime: str) -> contextvars.ContextVar[PluginSource | None]:
+PluginSource = HookSource  # this project's earlier name
+
+
+def source_label(source: HookSource | None, fn: Any = None) -> str:
+    """How messages name a hook's owner: the plugin, or the module that registered it directly."""
+    if source is not None:
+        return f"plugin {source}"
+    return f"{getattr(fn, '__module__', None) or '?'} (registered outside a plugin)"
+
+
+def new_source_var(runtime: str) -> contextvars.ContextVar[HookSource | None]:
     """A context variable holding the plugin whose callback is running."""
     return contextvars.ContextVar(f"{runtime}_current_plugin_source", default=None)
 
@@ -87,8 +114,13 @@ class HookSpec:
     target: str
     fn: Callable[..., Any] | type
     type: HookType
-    source: PluginSource
+    source: HookSource | None  # None: registered outside any plugin
     seq: int
+
+    @property
+    def owner(self) -> str:
+        """The plugin that registered this hook, or the module for a direct registration."""
+        return source_label(self.source, self.fn)
 
     @property
     def qualname(self) -> str:

@@ -14,13 +14,8 @@ Usage from a plugin's entry-point callback::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 from sglang.plugin_core.hooks.registry import HookConflictWarning, HookFailure, HookRegistryBase
-from sglang.plugin_core.hooks.types import NONE_RESULT, ChainEntry, HookSpec, HookType, PluginSource
-
-F = TypeVar("F", bound=Callable[..., Any])
+from sglang.plugin_core.hooks.types import NONE_RESULT, ChainEntry, HookSource, HookSpec, HookType, PluginSource
 
 
 class HookRegistry(HookRegistryBase, runtime="srt"):
@@ -28,14 +23,10 @@ class HookRegistry(HookRegistryBase, runtime="srt"):
 
 
 # The plugin whose callback is running; every hook registered meanwhile is
-# attributed to it (plugin name, distribution).
+# attributed to it (a HookSource: plugin name, distribution).
 _current_plugin_source = HookRegistry._source_var
 
-
-def plugin_hook(target: str, type: HookType | str = HookType.AROUND) -> Callable[[F], F]:
-    """Decorator form of :meth:`HookRegistry.register`; returns the function or class unchanged."""
-    return HookRegistry.hook(target, type)
-
+plugin_hook = HookRegistry.hook  # plugin_hook(target, type=HookType.AFTER): decorator form of register
 
 __all__ = [
     "NONE_RESULT",
@@ -43,6 +34,7 @@ __all__ = [
     "HookConflictWarning",
     "HookFailure",
     "HookRegistry",
+    "HookSource",
     "HookSpec",
     "HookType",
     "PluginSource",

@@ -29,7 +29,7 @@ from typing import Any
 from sglang.multimodal_gen.runtime.platforms import HOST as _PLATFORMS
 from sglang.plugin_core.errors import PluginLoadError
 from sglang.plugin_core.hooks.registry import HookConflictWarning, HookFailure, HookRegistryBase
-from sglang.plugin_core.hooks.types import NONE_RESULT, ChainEntry, HookSpec, HookType, PluginSource
+from sglang.plugin_core.hooks.types import NONE_RESULT, ChainEntry, HookSource, HookSpec, HookType, PluginSource
 from sglang.plugin_core.host import PluginHost
 from sglang.plugin_core.records import PluginRecord
 
@@ -90,6 +90,7 @@ __all__ = [
     "HookConflictWarning",
     "HookFailure",
     "HookRegistry",
+    "HookSource",
     "HookSpec",
     "HookType",
     "PluginLoadError",
