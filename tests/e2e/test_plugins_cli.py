@@ -101,6 +101,18 @@ def test_doctor_fails_naming_a_broken_platform_and_a_broken_plugin(tmp_path):
     assert proc.stdout.rstrip().endswith("doctor: something failed (see above)")
 
 
+def test_doctor_lists_a_pending_hook_and_fails(tmp_path):
+    make_dist(tmp_path, "late-hook", entry_points={"sglang.srt.plugins": {"late": "late_hook:register"}},
+              files={"late_hook.py": "from sglang.srt.plugins.hook_registry import plugin_hook\n"
+                                     "def register():\n    plugin_hook('not_yet_there.mod.fn')(lambda result, *a, **k: None)\n"})
+    proc = sglang(["plugins", "doctor"], tmp_path)
+    assert proc.returncode == 1
+    assert "pending hook AFTER not_yet_there.mod.fn -> late_hook.register.<locals>.<lambda> of plugin late (late-hook)" in proc.stdout
+    assert "module 'not_yet_there' is not installed" in proc.stdout
+    rep = as_json(sglang(["plugins", "doctor", "--json"], tmp_path))
+    assert [(p["target"], p["owner"]) for p in rep["srt_plugins"]["pending"]] == [("not_yet_there.mod.fn", "plugin late (late-hook)")]
+
+
 def test_doctor_warns_about_a_shadowed_older_copy(examples, tmp_path):
     make_dist(tmp_path, "my-general-plugin", version="0.0.9", entry_points={"sglang.srt.plugins": {"old": "x:y"}})
     text = sglang(["plugins", "doctor"], examples, tmp_path).stdout

@@ -115,7 +115,9 @@ def _general(runtime: str) -> dict[str, Any]:
     if runtime == "srt":
         from sglang.srt.plugins import load_plugins as run
         from sglang.srt.plugins import plugin_records
+        from sglang.srt.plugins.hook_registry import HookRegistry
     else:
+        from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry
         from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks as run
         from sglang.multimodal_gen.runtime.platforms.plugins import plugin_records
     error = None
@@ -123,7 +125,9 @@ def _general(runtime: str) -> dict[str, Any]:
         run()
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-    return {"ok": error is None and not any(r.status == "failed" for r in plugin_records()), "error": error, "plugins": [r.as_dict() for r in plugin_records()]}
+    pending = [{"target": s.target, "type": s.type.name, "hook": s.qualname, "owner": s.owner, "reason": why} for s, why in HookRegistry.pending()]
+    ok = error is None and not pending and not any(r.status == "failed" for r in plugin_records())
+    return {"ok": ok, "error": error, "plugins": [r.as_dict() for r in plugin_records()], "pending": pending}
 
 
 def diagnose() -> dict[str, Any]:
@@ -165,6 +169,8 @@ def _fmt_plugins(title: str, g: dict[str, Any]) -> list[str]:
         req = " (required by the selected platform)" if r["required"] else ""
         lines.append(f"  - {r['name']} [{r['dist'] or 'no distribution'} {r['version'] or ''}]{req} {status}{why}")
         lines += [f"      hook {h}" for h in r["hooks"]]
+    for p in g["pending"]:
+        lines.append(f"  pending hook {p['type']} {p['target']} -> {p['hook']} of {p['owner']}: {p['reason']}")
     if g["error"]:
         lines.append(f"  start-up would abort: {g['error']}")
     return lines
