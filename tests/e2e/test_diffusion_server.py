@@ -17,7 +17,17 @@ import openai
 import pytest
 
 from helpers.server import ServerProc, alive
-from sglang.multimodal_gen.utils.png import decode_gray_png
+
+
+def _decode_png(data: bytes) -> np.ndarray:
+    """A PNG file's pixels, read by Pillow (the format check a client would make)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        assert img.format == "PNG" and img.mode == "L"
+        return np.asarray(img)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +54,7 @@ def test_openai_client_generates_base64_pngs(server):
         extra_body={"seed": 3, "num_inference_steps": 10},
     )
     assert len(res.data) == 2
-    pngs = [decode_gray_png(base64.b64decode(d.b64_json)) for d in res.data]
+    pngs = [_decode_png(base64.b64decode(d.b64_json)) for d in res.data]
     assert all(p.shape == (64, 64) and p.dtype == np.uint8 for p in pngs)
     assert not np.array_equal(pngs[0], pngs[1])  # seeds 3 and 4
     again = client.images.generate(model="digits-dit", prompt="a handwritten digit 7", n=2, size="64x64", extra_body={"seed": 3, "num_inference_steps": 10})
@@ -139,7 +149,7 @@ def test_cli_generate_writes_pngs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     files = sorted(p.name for p in tmp_path.glob("*.png"))
     assert files == ["000_2_4.png", "001_9_5.png"]
-    assert decode_gray_png((tmp_path / files[0]).read_bytes()).shape == (16, 16)
+    assert _decode_png((tmp_path / files[0]).read_bytes()).shape == (16, 16)
     assert "prompt='nine' seed=5" in proc.stdout
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import base64
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from sglang.multimodal_gen.utils.png import encode_gray_png
 
 
 @dataclass
@@ -33,7 +32,12 @@ class DiffusionOutput:
         return px
 
     def to_png(self, size: int | None = None) -> bytes:
-        return encode_gray_png(self.to_uint8(size))
+        """8-bit grayscale PNG bytes, encoded by Pillow (as upstream's diffusion runtime does)."""
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.fromarray(self.to_uint8(size)).save(buf, format="PNG")  # (H, W) uint8 is mode "L"
+        return buf.getvalue()
 
     def to_b64_png(self, size: int | None = None) -> str:
         return base64.b64encode(self.to_png(size)).decode("ascii")
