@@ -51,7 +51,15 @@ class PlatformHost:
         return self.lazy.get()
 
     def decision(self) -> PlatformDecision:
+        """The record of how ``current_platform`` was chosen (resolving it if needed)."""
         return self.lazy.get_decision()
+
+    def lazy_platform(self) -> LazyPlatform:
+        """The object behind ``current_platform`` (its selection state), for the developer kit."""
+        return self.lazy
+
+    def is_resolved(self) -> bool:
+        return self.lazy.resolved
 
     def init_backend(self) -> Any:
         """The platform's ``init_backend()``, at most once per process; a failure is terminal."""

@@ -9,7 +9,7 @@ no plugin.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sglang.plugin_core.host import PlatformHost
 from sglang.srt.platforms.device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
@@ -23,25 +23,10 @@ from sglang.srt.platforms.errors import (
 from sglang.srt.platforms.interface import SRTPlatform
 from sglang.srt.platforms.selection import RUNTIME
 
-if TYPE_CHECKING:
-    from sglang.plugin_core.decision import PlatformDecision
-    from sglang.plugin_core.lazy_platform import LazyPlatform
-
 HOST = PlatformHost(RUNTIME, globals())
-
-
-def lazy_platform() -> LazyPlatform:
-    """The object behind ``current_platform`` (its selection state), for the developer kit."""
-    return HOST.lazy
-
-
-def get_platform_decision() -> PlatformDecision:
-    """The record of how ``current_platform`` was chosen (resolving it if needed)."""
-    return HOST.decision()
-
-
-def is_platform_resolved() -> bool:
-    return HOST.lazy.resolved
+get_platform_decision = HOST.decision
+is_platform_resolved = HOST.is_resolved
+lazy_platform = HOST.lazy_platform
 
 
 def init_platform_backend() -> SRTPlatform:

@@ -13,7 +13,7 @@ is re-raised on every later access. :func:`initialize_current_platform` runs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sglang.multimodal_gen.runtime.platforms.errors import (
     BackendInitError,
@@ -28,25 +28,10 @@ from sglang.multimodal_gen.runtime.platforms.selection import RUNTIME
 from sglang.plugin_core.host import PlatformHost
 from sglang.plugin_core.once import ActivationFailedError
 
-if TYPE_CHECKING:
-    from sglang.plugin_core.decision import PlatformDecision
-    from sglang.plugin_core.lazy_platform import LazyPlatform
-
 HOST = PlatformHost(RUNTIME, globals())
-
-
-def lazy_platform() -> LazyPlatform:
-    """The object behind ``current_platform`` (its selection state), for the developer kit."""
-    return HOST.lazy
-
-
-def get_platform_decision() -> PlatformDecision:
-    """How ``current_platform`` was chosen (resolving it if needed)."""
-    return HOST.decision()
-
-
-def is_platform_resolved() -> bool:
-    return HOST.lazy.resolved
+get_platform_decision = HOST.decision
+is_platform_resolved = HOST.is_resolved
+lazy_platform = HOST.lazy_platform
 
 
 def initialize_current_platform() -> Platform:
