@@ -35,10 +35,19 @@ def test_diff_generator_proxy_resolves_on_use():
     from sglang.multimodal_gen import DiffGenerator
     print(repr(DiffGenerator))
     f = DiffGenerator.from_pretrained
-    print(f.__qualname__, "sglang.multimodal_gen.runtime.entrypoints.diff_generator" in sys.modules)
+    print(f.__qualname__, "sglang.multimodal_gen.runtime.entrypoints.diffusion_generator" in sys.modules)
     """
     out = ok(run_python(code)).splitlines()
     assert out == ["<lazy sglang.multimodal_gen.DiffGenerator>", "DiffGenerator.from_pretrained True"]
+
+
+def test_upstream_module_path_of_the_facade_imports_the_same_class():
+    code = """
+    from sglang.multimodal_gen import DiffGenerator as lazy
+    from sglang.multimodal_gen.runtime.entrypoints.diffusion_generator import DiffGenerator
+    print(DiffGenerator.__module__, DiffGenerator.from_pretrained.__func__ is lazy.from_pretrained.__func__)
+    """
+    assert ok(run_python(code)).split() == ["sglang.multimodal_gen.runtime.entrypoints.diffusion_generator", "True"]
 
 
 def test_sampling_params_and_pipeline_config_load_on_use():

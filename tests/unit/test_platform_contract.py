@@ -122,3 +122,39 @@ def test_is_cuda_alike_covers_cuda_rocm_musa():
 def test_device_capability_orders_and_encodes():
     assert DeviceCapability(8, 0) < DeviceCapability(9, 0) < DeviceCapability(9, 1)
     assert DeviceCapability(9, 0).as_version_str() == "9.0" and DeviceCapability(8, 6).to_int() == 86
+
+
+def test_capabilities_are_a_frozen_set_of_flags_all_false_by_default():
+    import dataclasses
+
+    from sglang.srt.platforms import PlatformCapabilities, SRTPlatform
+
+    caps = SRTPlatform.capabilities
+    flags = {f.name for f in dataclasses.fields(PlatformCapabilities)}
+    assert {"supports_triton", "supports_cuda_graph", "supports_torch_compile", "supports_fp8", "supports_pin_memory"} <= flags
+    assert not any(getattr(caps, f) for f in flags)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caps.supports_triton = True  # type: ignore[misc]
+
+
+def test_a_vendor_declares_capabilities_on_its_subclass_and_the_engine_reads_them():
+    from sglang.srt.platforms import PlatformCapabilities, SRTPlatform
+
+    class Vendor(SRTPlatform):  # the contract check accepts the attribute
+        capabilities = PlatformCapabilities(supports_triton=True, supports_cuda_graph=True, supports_fp8=True)
+
+    v = Vendor()
+    assert v.capabilities.supports_triton and not v.capabilities.supports_pin_memory
+    assert v.support_cuda_graph() and v.supports_fp8()  # the capability methods answer from the flags
+    assert not SRTPlatform().support_cuda_graph()
+
+
+def test_built_in_platforms_declare_their_capabilities():
+    from sglang.srt.platforms.cpu import CpuSRTPlatform
+    from sglang.srt.platforms.cuda import CudaSRTPlatform
+    from sglang.srt.platforms.xpu import XpuSRTPlatform
+
+    assert CudaSRTPlatform.capabilities.supports_triton and CudaSRTPlatform.capabilities.supports_pin_memory
+    assert XpuSRTPlatform.capabilities.supports_pin_memory
+    cpu = CpuSRTPlatform()
+    assert not cpu.capabilities.supports_pin_memory and not cpu.is_pin_memory_available()

@@ -30,7 +30,7 @@ _LAZY = {
 class _DiffGeneratorProxy:
     """Stands in for ``DiffGenerator`` until an attribute is used or it is called."""
 
-    _target = ("sglang.multimodal_gen.runtime.entrypoints.diff_generator", "DiffGenerator")
+    _target = ("sglang.multimodal_gen.runtime.entrypoints.diffusion_generator", "DiffGenerator")
 
     def _resolve(self) -> Any:
         module, name = self._target

@@ -56,7 +56,8 @@ class ModelRunner:
         self.tp_rank, self.tp_size = tp_rank, tp_size
         self.device = current_platform.get_device(gpu_id)
         current_platform.set_device(self.device)
-        self.pin_memory = current_platform.is_pin_memory_available(self.device) and self.device.type != "cpu"
+        # a capability, not a platform name: declared, or answered by the platform's device mixin
+        self.pin_memory = current_platform.capabilities.supports_pin_memory or current_platform.is_pin_memory_available(self.device)
         init_distributed_environment(current_platform.get_torch_distributed_backend_str(), tp_size, tp_rank, dist_init)
         initialize_model_parallel(tp_size)
         self.dtype = resolve_dtype(server_args.dtype, get_device().device)

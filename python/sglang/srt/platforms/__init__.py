@@ -20,7 +20,7 @@ from sglang.srt.platforms.errors import (
     PlatformSelectionError,
     PlatformUnavailableError,
 )
-from sglang.srt.platforms.interface import SRTPlatform
+from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 from sglang.srt.platforms.selection import RUNTIME
 
 HOST = PlatformHost(RUNTIME, globals())
@@ -46,6 +46,7 @@ __all__ = [
     "DeviceCapability",
     "DeviceMixin",
     "PlatformActivationError",
+    "PlatformCapabilities",
     "PlatformClassError",
     "PlatformEnum",
     "PlatformError",

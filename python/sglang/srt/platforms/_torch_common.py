@@ -14,6 +14,9 @@ class TorchSRTPlatform(SRTPlatform):
     def get_default_attention_backend(self) -> str:
         return "torch_native"
 
+    def is_pin_memory_available(self, device: Any = None) -> bool:
+        return self.capabilities.supports_pin_memory
+
     def get_graph_runner_cls(self) -> type:
         from sglang.srt.model_executor.graph_runner import EagerGraphRunner
 

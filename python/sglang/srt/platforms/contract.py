@@ -30,6 +30,7 @@ SRT_CONTRACT: list[C] = [
     C("seed_everything", "execution", "Planned"),
     C("verify_quantization", "execution", "Active", (_RUNNER,), "Planned"),
     C("get_cpu_architecture", "execution", "Planned"),
+    C("capabilities", "capability", "Active", (_RUNNER,)),
     C("support_cuda_graph", "capability", "Active", (_RUNNER,)),
     C("support_piecewise_cuda_graph", "capability", "Planned"),
     C("supports_fp8", "capability", "Planned"),

@@ -10,9 +10,11 @@ from typing import Any
 from sglang.host import cpu_model_name, meminfo
 from sglang.srt.platforms._torch_common import TorchSRTPlatform
 from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
+from sglang.srt.platforms.interface import PlatformCapabilities
 
 
 class CpuSRTPlatform(TorchSRTPlatform):
+    capabilities = PlatformCapabilities(supports_torch_compile=True)  # host memory needs no pinning
     _enum = PlatformEnum.CPU
     device_name = "cpu"
     device_type = "cpu"

@@ -6,9 +6,12 @@ from typing import Any
 
 from sglang.srt.platforms._torch_common import TorchSRTPlatform
 from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
+from sglang.srt.platforms.interface import PlatformCapabilities
 
 
 class CudaSRTPlatform(TorchSRTPlatform):
+    # no CUDA graph runner in this engine yet: capture stays off
+    capabilities = PlatformCapabilities(supports_triton=True, supports_torch_compile=True, supports_fp8=True, supports_pin_memory=True)
     _enum = PlatformEnum.CUDA
     device_name = "cuda"
     device_type = "cuda"
@@ -64,9 +67,6 @@ class CudaSRTPlatform(TorchSRTPlatform):
         import torch
 
         return float(torch.cuda.max_memory_allocated(device))
-
-    def is_pin_memory_available(self, device: Any = None) -> bool:
-        return True
 
     def get_torch_distributed_backend_str(self) -> str:
         return "nccl"

@@ -8,9 +8,27 @@ methods win in the MRO.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from sglang.srt.platforms.device_mixin import DeviceMixin
+
+
+@dataclass(frozen=True)
+class PlatformCapabilities:
+    """What a platform can do, as flags the engine reads instead of platform names.
+
+    Every flag is ``False`` by default; a vendor declares what its device
+    supports on its subclass: ``capabilities = PlatformCapabilities(supports_triton=True)``.
+    The engine branches on these (``supports_cuda_graph`` gates graph capture,
+    ``supports_pin_memory`` pinned host-to-device copies).
+    """
+
+    supports_triton: bool = False
+    supports_cuda_graph: bool = False
+    supports_torch_compile: bool = False
+    supports_fp8: bool = False
+    supports_pin_memory: bool = False
 
 
 class SRTPlatform(DeviceMixin):
@@ -23,16 +41,17 @@ class SRTPlatform(DeviceMixin):
     """
 
     _sglang_interface = True
+    capabilities: ClassVar[PlatformCapabilities] = PlatformCapabilities()
 
     # -- capability flags ---------------------------------------------------
     def support_cuda_graph(self) -> bool:
-        return False
+        return self.capabilities.supports_cuda_graph
 
     def support_piecewise_cuda_graph(self) -> bool:
         return False
 
     def supports_fp8(self) -> bool:
-        return False
+        return self.capabilities.supports_fp8
 
     # -- subsystem factories ------------------------------------------------
     def get_default_attention_backend(self) -> str:

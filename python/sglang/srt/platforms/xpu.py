@@ -6,9 +6,11 @@ from typing import Any
 
 from sglang.srt.platforms._torch_common import TorchSRTPlatform
 from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
+from sglang.srt.platforms.interface import PlatformCapabilities
 
 
 class XpuSRTPlatform(TorchSRTPlatform):
+    capabilities = PlatformCapabilities(supports_triton=True, supports_torch_compile=True, supports_pin_memory=True)
     _enum = PlatformEnum.XPU
     device_name = "xpu"
     device_type = "xpu"
@@ -61,9 +63,6 @@ class XpuSRTPlatform(TorchSRTPlatform):
         import torch
 
         return float(torch.xpu.max_memory_allocated(device))
-
-    def is_pin_memory_available(self, device: Any = None) -> bool:
-        return True
 
     def get_torch_distributed_backend_str(self) -> str:
         return "xccl"
