@@ -262,3 +262,40 @@ def test_load_plugins_by_group_returns_loaded_callables(tmp_path):
     print(sorted(load_plugins_by_group("sglang.srt.plugins", excluded_dists={"plug-y"})))
     """
     assert ok(run_python(code, [tmp_path])).strip() == "['x']"
+
+
+POST_INIT = """
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+def register():
+    print("callback ran", flush=True)
+    HookRegistry.register("sglang.srt.server_args.ServerArgs.__post_init__", lambda self: print("hook saw", self.model_path, flush=True), HookType.BEFORE)
+"""
+
+
+def test_constructing_or_unpickling_server_args_loads_plugins_first(tmp_path):
+    # upstream: plugins load before any ServerArgs, so a hook on __post_init__ applies however it is built
+    make_dist(tmp_path, "plug-postinit", entry_points={"sglang.srt.plugins": {"postinit": "plug_postinit:register"}},
+              files={"plug_postinit/__init__.py": POST_INIT})
+    built = ok(run_python("""
+        import pickle, sys
+        from sglang.srt.server_args import ServerArgs
+        args = ServerArgs(model_path="smollm2-135m-instruct", device="cpu", max_total_tokens=256)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b"PICKLE " + pickle.dumps(args).hex().encode() + b"\\n")
+        """, [tmp_path]))
+    assert built.count("callback ran") == 1 and "hook saw smollm2-135m-instruct" in built
+    blob = next(line for line in built.splitlines() if line.startswith("PICKLE ")).split()[1]
+    loaded = ok(run_python(f"""
+        import pickle
+        args = pickle.loads(bytes.fromhex("{blob}"))
+        from sglang.srt.plugins import plugin_records
+        print("loaded", args.max_total_tokens, [(r.name, r.status) for r in plugin_records()])
+        """, [tmp_path]))
+    assert "callback ran" in loaded and "loaded 256 [('postinit', 'loaded')]" in loaded
+    dummy = ok(run_python("""
+        from sglang.srt.server_args import ServerArgs
+        from sglang.srt.plugins import plugin_records
+        ServerArgs(model_path="dummy")
+        print("records", plugin_records())
+        """, [tmp_path]))
+    assert "callback ran" not in dummy and "records []" in dummy  # the fixture shortcut stays free

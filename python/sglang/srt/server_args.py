@@ -88,6 +88,18 @@ class ServerArgs:
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))
     log_requests: bool = arg(False, Arg("log every request and its output"), NS("observability"))
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> ServerArgs:
+        """Run the start-up order first (as upstream: plugins load before any ``ServerArgs``), so a
+        hook on ``ServerArgs.__post_init__`` applies under every entry point, unpickling included.
+
+        Once per process; the ``model_path="dummy"`` fixture shortcut skips it.
+        """
+        if kwargs.get("model_path", args[0] if args else None) != DUMMY_MODEL:
+            from sglang.srt.bootstrap import bootstrap
+
+            bootstrap(str(kwargs.get("device", "auto")))
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         if self.model_path == DUMMY_MODEL:
             object.__setattr__(self, "_state", "dummy")
