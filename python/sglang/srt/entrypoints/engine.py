@@ -168,16 +168,25 @@ class Engine:
 
     @staticmethod
     def _result(st: ReqState) -> dict[str, Any]:
-        meta = {
+        """Upstream SGLang's result shape: log-probabilities as ``[logprob, token_id, None]`` triples
+        (``None``: the token's text is not requested), the prompt's first token with a ``None`` logprob."""
+        meta: dict[str, Any] = {
             "id": st.rid,
             "finish_reason": st.finished,
             "prompt_tokens": st.prompt_tokens,
             "completion_tokens": len(st.output_ids),
             "cached_tokens": st.meta.get("cached_tokens", 0),
+            "e2e_latency": round(time.perf_counter() - st.created, 6),
         }
         if st.logprobs:
-            meta["output_token_logprobs"] = [(lp, tok) for (lp, _), tok in zip(st.logprobs, st.output_ids)]
-            meta["output_top_logprobs"] = [top for _, top in st.logprobs]
+            meta["output_token_logprobs"] = [[lp, tok, None] for (lp, _), tok in zip(st.logprobs, st.output_ids)]
+            meta["output_top_logprobs"] = [[[v, t, None] for t, v in top] for _, top in st.logprobs]
+        if st.input_logprobs is not None:
+            ids, start = st.input_ids, st.logprob_start_len
+            first = [[None, ids[0], None]] if start == 0 else []
+            skipped = max(1, start)
+            meta["input_token_logprobs"] = first + [[lp, t, None] for (lp, _), t in zip(st.input_logprobs, ids[skipped:])]
+            meta["input_top_logprobs"] = ([None] if start == 0 else []) + [[[v, t, None] for t, v in top] for _, top in st.input_logprobs]
         return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
 
     def _wait(self, st: ReqState) -> dict[str, Any]:

@@ -94,3 +94,27 @@ def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[i
     for s, t in zip(samplers, out):
         s.observe(t)
     return out, infos
+
+
+def prompt_logprobs(logits: torch.Tensor, batch: Any) -> list[list[Any]]:
+    """``logits`` [E, V]: the rows ``batch.input_logprob_rows`` asked for, in request order ->
+    per request, ``(logprob of the token the row predicts, top alternatives)`` per row.
+
+    Computed in float32 on the raw logits (no penalties, no bias): the model's own distribution.
+    """
+    logp = torch.log_softmax(logits.float(), -1)
+    out: list[list[Any]] = []
+    at = 0
+    for span, targets, top_n in zip(batch.input_logprob_rows, batch.input_logprob_targets, batch.input_logprob_top):
+        if not span:
+            out.append([])
+            continue
+        rows = logp[at : at + span[1] - span[0]]
+        at += span[1] - span[0]
+        picked = rows.gather(1, torch.tensor(targets, dtype=torch.long)[:, None])[:, 0].tolist()
+        tops: list[list[tuple[int, float]]] = [[] for _ in picked]
+        if top_n:
+            v, ix = rows.topk(top_n, dim=-1)
+            tops = [list(zip(i, x)) for i, x in zip(ix.tolist(), v.tolist())]
+        out.append(list(zip(picked, tops)))
+    return out

@@ -80,6 +80,8 @@ class DetokenizerManager:
         end = len(text)
         meta = {"prompt_tokens": out.prompt_tokens[i], "completion_tokens": out.completion_tokens[i],
                 "cached_tokens": out.cached_tokens[i], "logprobs": out.logprobs[i]}
+        if out.input_logprobs[i] is not None:
+            meta["input_logprobs"] = out.input_logprobs[i]
         res.rids.append(rid)  # all appends after the work that may raise: a failed request leaves no half row
         res.texts.append(text[st.sent : end])
         res.output_ids.append(list(out.new_token_ids[i]))

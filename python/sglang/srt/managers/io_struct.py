@@ -37,6 +37,7 @@ class BatchTokenIDOut:
     logprobs: list[list[Any]]
     skip_special_tokens: list[bool]
     stop_strings: list[list[str]]
+    input_logprobs: list[list[Any] | None]  # prompt log-probabilities, with a request's first output only
 
 
 @dataclass

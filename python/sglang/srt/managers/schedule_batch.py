@@ -28,7 +28,20 @@ class Req:
         self.finished_reason: dict[str, Any] | None = None
         self.pending: list[int] = []  # tokens not yet sent to the detokenizer
         self.pending_logprobs: list[Any] = []
+        # prompt log-probabilities: of tokens input_lp_from.. of the prompt, computed while prefilling
+        self.input_lp_from: int | None = max(1, params.logprob_start_len) if params.logprobs and params.logprob_start_len >= 0 else None
+        self.input_logprobs: list[Any] = []
+        self.input_lp_sent = False
         self.aborted = False
+
+    def input_logprob_rows(self, n: int) -> tuple[int, int] | None:
+        """Rows ``[lo, hi)`` of the next ``n`` new tokens whose logits give prompt log-probabilities still missing."""
+        if self.input_lp_from is None:
+            return None
+        k, last = self.kv_len, len(self.origin_input_ids) - 1  # the last prompt row predicts the first output token
+        want = self.input_lp_from + len(self.input_logprobs) - 1  # the row predicting the next missing token
+        lo, hi = max(k, want), min(k + n, last)
+        return (lo - k, hi - k) if lo < hi else None
 
     @property
     def fill_ids(self) -> list[int]:

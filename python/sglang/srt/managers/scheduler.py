@@ -92,7 +92,7 @@ class Scheduler(FaultContainment):
         sampler = RequestSampler(params, self.seed, hash(msg.rid) & 0xFFFFFFFF)
         sampler.prompt_tokens = set(msg.input_ids)
         req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream)
-        if params.max_new_tokens == 0:
+        if params.max_new_tokens == 0 and req.input_lp_from is None:  # nothing to compute; prompt log-probabilities need a prefill
             req.finished_reason = {"type": "length", "length": 0}
             self.outbox.append(build_output([req]))
             return
@@ -132,7 +132,10 @@ class Scheduler(FaultContainment):
     def _match_prefix(self, req: Req) -> None:
         if self.tree is None or req.kv_len or req.last_node is not None:
             return
-        pages, node = self.tree.match_prefix(req.fill_ids[:-1])  # keep one token to compute
+        upto = len(req.fill_ids) - 1  # keep one token to compute
+        if req.input_lp_from is not None and not req.output_ids:  # prompt log-probabilities need the logits from there on
+            upto = min(upto, req.input_lp_from - 1)
+        pages, node = self.tree.match_prefix(req.fill_ids[:upto])
         self.tree.inc_lock_ref(node)
         req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
         req.kv_len = len(pages) * self.page_size
@@ -230,8 +233,16 @@ class Scheduler(FaultContainment):
             [list(r.pages) for r in batch.reqs],
             [r.sampler if m else None for r, m in zip(batch.reqs, mask)],
         )
+        if batch.mode is ForwardMode.EXTEND and any(r.input_lp_from is not None for r in batch.reqs):
+            mwb.input_logprob_rows = [r.input_logprob_rows(n) for r, n in zip(batch.reqs, batch.extend_lens)]
+            mwb.input_logprob_targets = [r.origin_input_ids[r.kv_len + span[0] + 1 : r.kv_len + span[1] + 1] if span else []
+                                         for r, span in zip(batch.reqs, mwb.input_logprob_rows)]
+            mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
         self.forward_ct += 1
-        return self.tp_worker.forward_batch_generation(mwb)
+        result = self.tp_worker.forward_batch_generation(mwb)
+        for r, got in zip(batch.reqs, mwb.input_logprobs):
+            r.input_logprobs.extend(got)
+        return result
 
     def process_batch_result(self, batch: ScheduleBatch, result: tuple[list[int | None], list[Any]]) -> None:
         """Append sampled tokens, finish requests, cache prefixes, queue outputs.
@@ -257,6 +268,11 @@ class Scheduler(FaultContainment):
         req.kv_len += n
         if tok is None:  # an unfinished prefill chunk
             self.chunked_req = req
+            return
+        if req.params.max_new_tokens == 0 and not req.output_ids:  # the prompt only (its log-probabilities)
+            req.finished_reason = {"type": "abort"} if req.aborted else {"type": "length", "length": 0}
+            self.live.pop(req.rid, None)
+            self._release(req, cache=True)
             return
         req.output_ids.append(tok)
         req.pending.append(tok)

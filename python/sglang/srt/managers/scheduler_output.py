@@ -29,7 +29,7 @@ def check_finished(req: Req, token: int, eos_ids: set[int], tokenizer: Any, cont
 
 def build_output(reqs: list[Req]) -> BatchTokenIDOut | None:
     """Collect the unsent tokens of every request that has some (or just finished)."""
-    out = BatchTokenIDOut([], [], [], [], [], [], [], [], [])
+    out = BatchTokenIDOut([], [], [], [], [], [], [], [], [], [])
     for r in reqs:
         if not r.pending and r.finished_reason is None:
             continue
@@ -42,5 +42,7 @@ def build_output(reqs: list[Req]) -> BatchTokenIDOut | None:
         out.logprobs.append(r.pending_logprobs)
         out.skip_special_tokens.append(r.params.skip_special_tokens)
         out.stop_strings.append(list(r.params.stop))
+        out.input_logprobs.append(None if r.input_lp_sent or r.input_lp_from is None else r.input_logprobs)
+        r.input_lp_sent = r.input_lp_sent or r.input_lp_from is not None
         r.pending, r.pending_logprobs = [], []
     return out if out.rids else None

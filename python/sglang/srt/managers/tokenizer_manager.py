@@ -67,6 +67,9 @@ class ReqState:
     finished: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     logprobs: list[Any] = field(default_factory=list)
+    input_logprobs: list[Any] | None = None  # (logprob, top) of the prompt's tokens from max(1, logprob_start_len)
+    input_ids: list[int] = field(default_factory=list)  # kept only when prompt log-probabilities are asked for
+    logprob_start_len: int = -1
     error: BaseException | None = None
     abort_sent: bool = False
     created: float = field(default_factory=time.perf_counter)
@@ -140,6 +143,10 @@ class TokenizerManager:
             )
         rid = rid or f"{uuid.uuid4().hex[:12]}-{next(self._ids)}"
         state = ReqState(rid, len(ids))
+        if params.logprobs and params.logprob_start_len >= 0:
+            if params.logprob_start_len >= len(ids):
+                raise RequestError(f"logprob_start_len {params.logprob_start_len} must be below the prompt length ({len(ids)} tokens)", "logprob_start_len")
+            state.input_ids, state.logprob_start_len = ids, params.logprob_start_len
         with self.lock:
             self.states[rid] = state
         self.metrics.requests.inc()
@@ -206,6 +213,8 @@ class TokenizerManager:
                 st.text += text
                 st.output_ids.extend(ids)
                 st.logprobs.extend(meta.get("logprobs") or [])
+                if "input_logprobs" in meta:
+                    st.input_logprobs = meta["input_logprobs"]
                 st.meta = meta
                 st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
                 now = time.perf_counter()

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from sglang.srt.distributed.communication_op import broadcast_from_first
-from sglang.srt.layers.sampler import sample
+from sglang.srt.layers.sampler import prompt_logprobs, sample
 from sglang.srt.model_executor.forward_batch_info import ModelWorkerBatch
 from sglang.srt.model_executor.model_runner import ModelRunner
 
@@ -33,6 +33,10 @@ class TpModelWorker:
         All TP ranks end with rank 0's tokens.
         """
         logits = self.model_runner.forward(batch)
+        n = len(batch.samplers)
+        if logits.shape[0] > n:
+            batch.input_logprobs = prompt_logprobs(logits[n:], batch)
+            logits = logits[:n]
         rows = [i for i, s in enumerate(batch.samplers) if s is not None]
         tokens: list[int | None] = [None] * len(batch.samplers)
         infos: list[Any] = [None] * len(batch.samplers)

@@ -42,3 +42,10 @@ class ModelWorkerBatch:
     prefix_lens: list[int]  # per request: tokens already in the KV cache
     pages: list[list[int]]  # per request: pages covering prefix + new tokens
     samplers: list[Any]  # per request: RequestSampler, or None when no token is sampled
+    # EXTEND only, per request: rows [lo, hi) of its new tokens whose next-token log-probability is wanted
+    # (prompt log-probabilities), or None; the tokens those rows predict; how many top alternatives
+    input_logprob_rows: list[tuple[int, int] | None] = field(default_factory=list)
+    input_logprob_targets: list[list[int]] = field(default_factory=list)
+    input_logprob_top: list[int] = field(default_factory=list)
+    # filled by the worker: per request, one (logprob, [(token, logprob), ...]) per wanted row
+    input_logprobs: list[list[Any]] = field(default_factory=list)

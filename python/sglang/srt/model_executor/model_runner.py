@@ -155,6 +155,10 @@ class ModelRunner:
         lens = [len(t) for t in b.new_tokens]
         input_ids = torch.tensor(flat, dtype=torch.long)
         logits_idx = torch.tensor(lens).cumsum(0) - 1
+        if any(b.input_logprob_rows):  # prompt log-probabilities: more rows after the B sampling rows
+            starts = logits_idx - torch.tensor(lens) + 1
+            extra = [torch.arange(int(starts[i]) + lo, int(starts[i]) + hi) for i, span in enumerate(b.input_logprob_rows) if span for lo, hi in [span]]
+            logits_idx = torch.cat([logits_idx, *extra])
         if b.mode is ForwardMode.DECODE:
             width = max(len(p) for p in b.pages)
             pages = torch.tensor([p + [0] * (width - len(p)) for p in b.pages], dtype=torch.long)
@@ -187,7 +191,8 @@ class ModelRunner:
         return self._run_model(fb)
 
     def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
-        """Logits ``[B, vocab]`` of each request's last new token."""
+        """Logits ``[B, vocab]`` of each request's last new token, then (EXTEND with
+        ``input_logprob_rows``) one row per wanted prompt position, in request order."""
         fb = self.build_forward_batch(b)
         with self.platform.inference_mode():
             # replay through the platform's graph runner only where capture is enabled

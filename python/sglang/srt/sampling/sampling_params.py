@@ -81,6 +81,7 @@ LIMITS: dict[str, Limit] = {
     "top_logprobs_num": Limit(int, 0, MAX_TOP_LOGPROBS),
     "ignore_eos": Limit(bool),
     "logprobs": Limit(bool),
+    "logprob_start_len": Limit(int, -1, 2**31 - 1, "with logprobs: prompt log-probabilities from this position (-1: none)"),
     "skip_special_tokens": Limit(bool),
 }
 LOGIT_BIAS_RANGE = (-100.0, 100.0)
@@ -102,6 +103,7 @@ class SamplingParams:
     seed: int | None = None
     logprobs: bool = False
     top_logprobs_num: int = 0
+    logprob_start_len: int = -1  # with logprobs: also the prompt's token log-probabilities from this position
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] = field(default_factory=dict)
 
