@@ -38,7 +38,7 @@ def test_sampling_params_the_http_layer_accepts_the_engine_accepts(params):
     req = _only_validation_errors(GenerateRequest, {"text": "hi", "sampling_params": params})
     if req is None:
         return
-    sp = SamplingParams.from_dict(req.params())  # raises if the two layers disagree
+    sp = SamplingParams.from_dict(req.items()[0][2])  # raises if the two layers disagree
     for name, limit in LIMITS.items():
         v = getattr(sp, name)
         if v is not None and limit.kind is not bool:

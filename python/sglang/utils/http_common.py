@@ -119,10 +119,20 @@ class RequestGuard:
         await send({"type": "http.response.body", "body": body})
 
 
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "constrained-str", "constrained-int"})
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    """``sampling_params.temperature`` from a pydantic location, without the tags pydantic adds for each
+    member of a union (``GenerateSamplingParams``, ``function-after[...]``, ``list[...]``): fields are snake_case."""
+    parts = [str(x) for x in loc if x != "body"]
+    return ".".join(p for p in parts if not ("[" in p or "(" in p or p[:1].isupper() or p in _TYPE_TAGS))
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     errors = exc.errors()
     first = errors[0] if errors else {}
-    loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
+    loc = _field_path(tuple(first.get("loc", ())))
     kind = first.get("type", "")
     if kind == "extra_forbidden":
         return f"unsupported field {loc!r}: this server does not implement it; remove it from the request", loc or None

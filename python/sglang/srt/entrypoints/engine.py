@@ -256,11 +256,13 @@ class Engine:
         return self._attach(self._tm().submit(prompt, sampling_params, input_ids))
 
     async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                            input_ids: list[int] | None = None) -> ReqState:
+                            input_ids: list[int] | None = None, rid: str | None = None) -> ReqState:
         """``open_request`` with validation and tokenization in a worker thread (the HTTP server's path):
-        a large prompt never stalls the event loop."""
+        a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it)."""
         tm = self._tm()
-        return self._attach(await asyncio.to_thread(tm.submit, prompt, sampling_params, input_ids))
+        if rid is not None and rid in tm.states:
+            raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
+        return self._attach(await asyncio.to_thread(tm.submit, prompt, sampling_params, input_ids, False, rid))
 
     @staticmethod
     def _attach(st: ReqState) -> ReqState:
@@ -298,6 +300,14 @@ class Engine:
 
     def flush_cache(self) -> None:
         self._tm().flush_cache()
+
+    def start_profile(self, output_dir: str, num_steps: int | None = None) -> None:
+        """Start the torch profiler in every scheduler rank (``/start_profile``)."""
+        self._tm().start_profile(output_dir, num_steps)
+
+    def stop_profile(self) -> list[str]:
+        """Stop it; the trace files, one per rank (``/stop_profile``)."""
+        return self._tm().stop_profile()
 
     def get_server_info(self) -> dict[str, Any]:
         return dict(self.info)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sys
 import threading
@@ -21,8 +20,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest
-from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing, error_event
+from sglang.srt.entrypoints.native_api import install_native_routes
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
+from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing
 from sglang.srt.managers.metrics import CONTENT_TYPE
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
 from sglang.utils.graceful_server import graceful_server_class
@@ -111,46 +111,7 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
         out = await unless_disconnected(request, serving.chat(req))
         return out if isinstance(out, (dict, Response)) else _sse(out)
 
-    @app.post("/generate")
-    async def generate(req: GenerateRequest, request: Request) -> Any:
-        if (req.text is None) == (req.input_ids is None):
-            raise RequestError("pass exactly one of 'text' or 'input_ids'", "text")
-        st = await engine.aopen_request(req.text, req.params(), req.input_ids)
-        if req.stream:
-            async def events() -> Any:
-                try:
-                    async for c in engine.stream_request(st):
-                        yield "data: " + json.dumps({"text": c["text"], "output_ids": c["output_ids"], "meta_info": c["meta_info"]}) + "\n\n"
-                except Exception as exc:
-                    count("/generate", 500)
-                    yield error_event(exc)
-                yield "data: [DONE]\n\n"
-
-            return _sse(events())
-
-        async def finish() -> Any:
-            async for _ in engine.stream_request(st):
-                pass
-            return engine.result(st)
-
-        return await unless_disconnected(request, finish())
-
-    @app.get("/get_server_info")
-    async def server_info() -> dict[str, Any]:
-        from sglang.srt.arg_groups.dump import resolved_with_provenance
-        from sglang.srt.platforms import get_platform_decision
-        from sglang.srt.plugins import plugin_records
-        from sglang.srt.plugins.hook_registry import HookRegistry
-
-        return {
-            "server_args": resolved_with_provenance(server_args),
-            "runtime": engine.get_server_info(),
-            "platform": get_platform_decision().as_dict(),
-            "plugins": [r.as_dict() for r in plugin_records()],
-            "hooks": {t: [{"type": e.type.name, "hook": e.hook, "plugin": e.plugin, "dist": e.dist} for e in HookRegistry.describe(t)]
-                      for t in HookRegistry.applied_targets()},
-            "hook_failures": tm.hook_failures(),
-        }
+    install_native_routes(app, engine, server_args, count, unless_disconnected)
 
     @app.post("/flush_cache")
     async def flush_cache() -> Response:

@@ -78,3 +78,16 @@ class EngineFatal:
     """Scheduler -> tokenizer manager: the scheduler is stopping; every pending request fails with ``message``."""
 
     message: str
+
+
+@dataclass
+class ProfileReq:
+    """Tokenizer manager -> every scheduler rank: start or stop the torch profiler.
+
+    ``stop`` writes ``<output_dir>/<stamp>-TP<rank>.trace.json``; ``num_steps`` stops by itself after
+    that many forward steps."""
+
+    action: str  # "start" | "stop"
+    output_dir: str = ""
+    stamp: str = ""
+    num_steps: int | None = None

@@ -26,7 +26,16 @@ from typing import Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
 from sglang.srt.layers.sampler import RequestSampler
-from sglang.srt.managers.io_struct import AbortReq, EngineFatal, FlushCacheReq, SchedulerError, SchedulerStats, TokenizedGenerateReqInput
+from sglang.srt.managers.io_struct import (
+    AbortReq,
+    EngineFatal,
+    FlushCacheReq,
+    ProfileReq,
+    SchedulerError,
+    SchedulerStats,
+    TokenizedGenerateReqInput,
+)
+from sglang.srt.managers.profiler import RankProfiler
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import order_waiting
 from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard, SchedulerFatalError
@@ -65,6 +74,7 @@ class Scheduler(FaultContainment):
         self.outbox: list[Any] = []
         self.forward_ct = 0
         self.seed = get_exec().random_seed
+        self.profiler = RankProfiler(tp_rank)
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -75,6 +85,8 @@ class Scheduler(FaultContainment):
         elif isinstance(msg, FlushCacheReq):
             if self.tree is not None:
                 self.tree.reset()
+        elif isinstance(msg, ProfileReq):
+            self.profiler.handle(msg)
 
     def add_request(self, msg: TokenizedGenerateReqInput) -> None:
         try:
@@ -240,6 +252,7 @@ class Scheduler(FaultContainment):
             mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
         self.forward_ct += 1
         result = self.tp_worker.forward_batch_generation(mwb)
+        self.profiler.step()
         for r, got in zip(batch.reqs, mwb.input_logprobs):
             r.input_logprobs.extend(got)
         return result

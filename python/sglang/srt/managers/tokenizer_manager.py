@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +25,7 @@ from sglang.srt.managers.io_struct import (
     BatchStrOut,
     EngineFatal,
     FlushCacheReq,
+    ProfileReq,
     SchedulerError,
     SchedulerStats,
     TokenizedGenerateReqInput,
@@ -54,7 +57,8 @@ class RequestFailedError(RuntimeError):
     plugin when a hook raised); only this request ended, the engine keeps serving."""
 
 
-MAX_PROMPT_CHARS = 1 << 22  # the HTTP body limit bounds this too; this guards sglang.Engine callers
+MAX_PROMPT_CHARS = 1 << 22
+GEN_WINDOW_S = 5.0  # the window of last_gen_throughput  # the HTTP body limit bounds this too; this guards sglang.Engine callers
 
 
 @dataclass
@@ -103,6 +107,8 @@ class TokenizerManager:
         self.stats: SchedulerStats | None = None
         self.dead: BaseException | None = None
         self.metrics = EngineMetrics(lambda: self.stats)
+        self.gen_window: deque[tuple[float, int]] = deque(maxlen=4096)  # (time, tokens) of recent outputs
+        self.profile: ProfileReq | None = None
         self._ids = itertools.count()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
@@ -180,6 +186,47 @@ class TokenizerManager:
         with self.send_lock:
             self.send_sock.send_pyobj(FlushCacheReq())
 
+    # -- profiling and state --------------------------------------------------------
+    def start_profile(self, output_dir: str, num_steps: int | None = None) -> None:
+        """Start the torch profiler on every scheduler rank; traces go to ``output_dir``."""
+        self.profile = ProfileReq("start", os.path.abspath(output_dir), time.strftime("%Y%m%d-%H%M%S"), num_steps)
+        with self.send_lock:
+            self.send_sock.send_pyobj(self.profile)
+
+    def stop_profile(self, timeout: float = 60.0) -> list[str]:
+        """Stop profiling and wait for every rank's trace; their paths. RuntimeError when none runs."""
+        from sglang.srt.managers.profiler import trace_path
+
+        prof = self.profile
+        if prof is None:
+            raise RuntimeError("no profile is running: POST /start_profile first")
+        self.profile = None
+        with self.send_lock:
+            self.send_sock.send_pyobj(ProfileReq("stop"))
+        paths = [trace_path(prof.output_dir, prof.stamp, r) for r in range(self.server_args.tp_size)]
+        deadline = time.monotonic() + timeout
+        while not all(os.path.exists(p) for p in paths):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the profile traces did not appear in {prof.output_dir} within {timeout:.0f}s; see the server log")
+            time.sleep(0.05)
+        return paths
+
+    def internal_state(self) -> dict[str, Any]:
+        """One scheduler's load figures, as upstream's ``/get_server_info`` ``internal_states`` entry."""
+        st = self.stats
+        now = time.perf_counter()
+        recent = [(t, n) for t, n in self.gen_window if now - t <= GEN_WINDOW_S]
+        span = max(now - recent[0][0], 1e-3) if recent else 0.0
+        return {
+            "last_gen_throughput": round(sum(n for _, n in recent) / span, 3) if recent else 0.0,
+            "avg_spec_accept_length": None,  # no speculative decoding
+            "num_running_reqs": st.num_running if st else 0,
+            "num_waiting_reqs": st.num_waiting if st else 0,
+            "token_usage": round(st.kv_used_pages / st.kv_total_pages, 4) if st and st.kv_total_pages else 0.0,
+            "max_total_num_tokens": self.max_total_tokens,
+            "context_length": self.context_length,
+        }
+
     # -- results -------------------------------------------------------------------
     def _recv_loop(self) -> None:
         poller = zmq.Poller()
@@ -219,6 +266,7 @@ class TokenizerManager:
                 st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
                 now = time.perf_counter()
                 if ids:
+                    self.gen_window.append((now, len(ids)))
                     self.metrics.generation_tokens.inc(len(ids))
                     (self.metrics.itl if st.last_chunk else self.metrics.ttft).observe(now - (st.last_chunk or st.created))
                     st.last_chunk = now

@@ -179,14 +179,71 @@ def _sampling_model() -> type[BaseModel]:
 GenerateSamplingParams = _sampling_model()
 
 
+MAX_BATCH = 64  # prompts in one batched /generate or /v1/completions request
+
+
 class GenerateRequest(_Req):
-    """The native ``/generate`` API."""
+    """The native ``/generate`` API, in upstream SGLang's shape.
 
-    text: Text | None = None
-    input_ids: Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)] | None = None
-    sampling_params: GenerateSamplingParams | None = None  # type: ignore[valid-type]
+    ``text`` (or ``input_ids``) may be a list: a batch, answered with a list.
+    The log-probability fields sit at the top level, as upstream has them.
+    """
+
+    text: Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_BATCH)] | None = None
+    input_ids: (Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)]
+                | Annotated[list[Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)]], Field(min_length=1, max_length=MAX_BATCH)]
+                | None) = None
+    sampling_params: GenerateSamplingParams | Annotated[list[GenerateSamplingParams], Field(min_length=1, max_length=MAX_BATCH)] | None = None  # type: ignore[valid-type]
     stream: StrictBool = False
+    return_logprob: StrictBool = False
+    top_logprobs_num: limited("top_logprobs_num") = 0
+    logprob_start_len: limited("logprob_start_len") = -1
+    return_text_in_logprobs: StrictBool = False
+    rid: Annotated[StrictStr, Field(min_length=1, max_length=128)] | Annotated[list[Annotated[StrictStr, Field(min_length=1, max_length=128)]], Field(min_length=1, max_length=MAX_BATCH)] | None = None
 
-    def params(self) -> dict[str, Any]:
-        """The sampling parameters the client set (for the engine, which validates them again)."""
-        return self.sampling_params.model_dump(exclude_none=True) if self.sampling_params is not None else {}
+    @model_validator(mode="after")
+    def _one_prompt_kind(self) -> GenerateRequest:
+        if (self.text is None) == (self.input_ids is None):
+            raise ValueError("pass exactly one of 'text' or 'input_ids'")
+        n = self.batch_size
+        if n is not None and self.stream:
+            raise ValueError("stream takes a single prompt; send one streaming request per prompt")
+        for name in ("sampling_params", "rid"):
+            v = getattr(self, name)
+            if isinstance(v, list) and len(v) != (n or 1):
+                raise ValueError(f"{name} has {len(v)} entries for {n or 1} prompts; pass one per prompt or a single one")
+        return self
+
+    @property
+    def batch_size(self) -> int | None:
+        """How many prompts a batch holds, or ``None`` for a single prompt."""
+        if isinstance(self.text, list):
+            return len(self.text)
+        if isinstance(self.input_ids, list) and self.input_ids and isinstance(self.input_ids[0], list):
+            return len(self.input_ids)
+        return None
+
+    def items(self) -> list[tuple[str | None, list[int] | None, dict[str, Any], str | None]]:
+        """One ``(text, input_ids, sampling params, rid)`` per prompt, the log-probability fields folded in."""
+        n = self.batch_size or 1
+        texts = self.text if isinstance(self.text, list) else [self.text] * n
+        ids = self.input_ids if self.batch_size and self.input_ids is not None else [self.input_ids] * n
+        sps = self.sampling_params if isinstance(self.sampling_params, list) else [self.sampling_params] * n
+        rids = self.rid if isinstance(self.rid, list) else [self.rid] * n
+        out = []
+        for text, i, sp, rid in zip(texts, ids, sps, rids):
+            params = sp.model_dump(exclude_none=True) if sp is not None else {}
+            if self.return_logprob:
+                params.update(logprobs=True, top_logprobs_num=self.top_logprobs_num, logprob_start_len=self.logprob_start_len)
+            out.append((text, i, params, rid))  # type: ignore[arg-type]
+        return out
+
+
+class AbortRequest(_Req):
+    rid: StrictStr = ""
+    abort_all: StrictBool = False
+
+
+class ProfileRequest(_Req):
+    output_dir: Text | None = None
+    num_steps: Annotated[StrictInt, Field(ge=1, le=100000)] | None = None

@@ -1,0 +1,156 @@
+"""The SGLang-native routes, in upstream SGLang's shapes (its ``bench_serving --backend sglang`` and
+its frontend's ``RuntimeEndpoint`` read them): ``/generate``, ``/get_server_info``, ``/get_model_info``
+(and the ``/server_info``, ``/model_info`` aliases), ``/abort_request``, ``/start_profile``, ``/stop_profile``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+import sglang
+from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, ProfileRequest
+from sglang.srt.entrypoints.openai.serving import error_event
+from sglang.utils.http_common import error
+
+
+def _sse(stream: Any) -> StreamingResponse:
+    return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _with_text(meta: dict[str, Any], decode: Callable[[int], str]) -> None:
+    """``return_text_in_logprobs``: fill the third field of every ``[logprob, token_id, text]`` triple."""
+    for key in ("input_token_logprobs", "output_token_logprobs"):
+        for triple in meta.get(key) or ():
+            triple[2] = decode(triple[1])
+    for key in ("input_top_logprobs", "output_top_logprobs"):
+        for top in meta.get(key) or ():
+            for triple in top or ():
+                triple[2] = decode(triple[1])
+
+
+def server_info(engine: Any, server_args: Any) -> dict[str, Any]:
+    """Upstream's ``/get_server_info``: the server args at the top level, ``internal_states`` (one per
+    scheduler) and ``version``; this project's provenance, platform, plugins and hooks under their own keys."""
+    from sglang.srt.arg_groups.dump import resolved_with_provenance
+    from sglang.srt.platforms import get_platform_decision
+    from sglang.srt.plugins import plugin_records
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    tm = engine.tokenizer_manager
+    resolved = resolved_with_provenance(server_args)
+    return {
+        **{name: v["value"] for name, v in resolved.items()},  # secrets are already masked
+        "version": sglang.__version__,
+        "internal_states": [tm.internal_state()],
+        "server_args": resolved,
+        "runtime": engine.get_server_info(),
+        "platform": get_platform_decision().as_dict(),
+        "plugins": [r.as_dict() for r in plugin_records()],
+        "hooks": {t: [{"type": e.type.name, "hook": e.hook, "plugin": e.plugin, "dist": e.dist} for e in HookRegistry.describe(t)]
+                  for t in HookRegistry.applied_targets()},
+        "hook_failures": tm.hook_failures(),
+    }
+
+
+def install_native_routes(app: FastAPI, engine: Any, server_args: Any, count: Callable[[str, int], None],
+                          unless_disconnected: Callable[[Request, Awaitable[Any]], Awaitable[Any]]) -> None:
+    """Register the native routes on ``app``; ``count`` records an error status per route."""
+    tm = engine.tokenizer_manager
+
+    def decode(t: int) -> str:
+        return tm.tokenizer.decode([t], skip_special_tokens=False)
+
+    def shaped(result: dict[str, Any], with_text: bool) -> dict[str, Any]:
+        if with_text:
+            _with_text(result["meta_info"], decode)
+        return {"text": result["text"], "output_ids": result["output_ids"], "meta_info": result["meta_info"]}
+
+    @app.post("/generate")
+    async def generate(req: GenerateRequest, request: Request) -> Any:
+        items = req.items()
+        states = []
+        try:
+            for text, ids, params, rid in items:
+                states.append(await engine.aopen_request(text, params, ids, rid=rid))
+        except BaseException:
+            for st in states:  # a later prompt was refused: the earlier ones must not run on
+                tm.abort(st.rid)
+            raise
+        if req.stream:
+            st = states[0]
+
+            async def events() -> Any:
+                try:
+                    async for c in engine.stream_request(st):
+                        yield "data: " + json.dumps(shaped(c, req.return_text_in_logprobs)) + "\n\n"
+                except Exception as exc:
+                    count("/generate", 500)
+                    yield error_event(exc)
+                yield "data: [DONE]\n\n"
+
+            return _sse(events())
+
+        async def finish() -> Any:
+            for st in states:
+                async for _ in engine.stream_request(st):
+                    pass
+            out = [shaped(engine.result(st), req.return_text_in_logprobs) for st in states]
+            return out if req.batch_size is not None else out[0]
+
+        return await unless_disconnected(request, finish())
+
+    @app.get("/get_server_info")
+    @app.get("/server_info")
+    async def get_server_info() -> dict[str, Any]:
+        return server_info(engine, server_args)
+
+    @app.get("/get_model_info")
+    @app.get("/model_info")
+    async def get_model_info() -> dict[str, Any]:
+        return {
+            "model_path": server_args.model_path,
+            "tokenizer_path": server_args.tokenizer_path or server_args.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+        }
+
+    @app.post("/abort_request")
+    async def abort_request(req: AbortRequest) -> Response:
+        if req.abort_all:
+            for rid in list(tm.states):
+                tm.abort(rid)
+        elif req.rid:
+            tm.abort(req.rid)
+        else:
+            return error(400, "pass the 'rid' of the request to abort, or abort_all: true", param="rid")
+        return Response(status_code=200)
+
+    @app.post("/start_profile")
+    async def start_profile(body: ProfileRequest | None = None) -> Any:
+        body = body or ProfileRequest()
+        out_dir = body.output_dir or server_args.profile_dir
+        if not out_dir:
+            return error(400, "profiling is not configured: start the server with --profile-dir DIR "
+                              "(or pass output_dir in the request body)", param="output_dir")
+        await asyncio.to_thread(engine.start_profile, out_dir, body.num_steps)
+        return Response("Start profiling.\n", media_type="text/plain")
+
+    @app.post("/stop_profile")
+    async def stop_profile() -> Any:
+        try:
+            paths = await asyncio.to_thread(engine.stop_profile)
+        except RuntimeError as exc:
+            return error(400, str(exc))
+        return {"message": "Stop profiling. Traces are written.", "traces": paths}
+
+
+__all__ = ["install_native_routes", "server_info"]
