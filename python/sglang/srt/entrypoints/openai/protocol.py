@@ -41,6 +41,7 @@ MAX_N = 16
 MAX_TOKEN_IDS = 1 << 17  # longer than any context this server takes
 MAX_MESSAGES = 4096
 MAX_CONTENT_PARTS = 256
+MAX_BATCH = 64  # prompts in one batched /generate or /v1/completions request
 
 
 def _unicode(v: str) -> str:
@@ -132,8 +133,13 @@ class _Sampling(_NoEffect):
         return self
 
 
+TokenIds = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)]
+
+
 class CompletionRequest(_Sampling):
-    prompt: Text | Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)] | Annotated[list[Text], Field(min_length=1, max_length=1)]
+    # one prompt (text or token ids), or a batch of them (choice index = prompt index * n + sample index)
+    prompt: (Text | TokenIds | Annotated[list[Text], Field(min_length=1, max_length=MAX_BATCH)]
+             | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_BATCH)])
     logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
     echo: StrictBool = False
     best_of: Annotated[StrictInt, Field(ge=1, le=MAX_N)] | None = None
@@ -177,9 +183,6 @@ def _sampling_model() -> type[BaseModel]:
 
 
 GenerateSamplingParams = _sampling_model()
-
-
-MAX_BATCH = 64  # prompts in one batched /generate or /v1/completions request
 
 
 class GenerateRequest(_Req):

@@ -91,28 +91,35 @@ class OpenAIServing:
         check_text(text, "messages")
         return self.tok.encode(text, add_special_tokens=False)
 
-    def _prompt_ids(self, req: CompletionRequest) -> list[int]:
+    def _prompt_ids(self, req: CompletionRequest) -> list[list[int]]:
+        """Token ids of each prompt (one, or a batch)."""
         p = req.prompt
-        if isinstance(p, list) and p and all(isinstance(t, int) for t in p):
-            return list(p)  # type: ignore[arg-type]
-        if isinstance(p, list):
-            if len(p) != 1:
-                raise RequestError("prompt: pass one string (batched prompts are not supported); send one request per prompt")
-            p = p[0]
-        if not isinstance(p, str) or not p:
-            raise RequestError("prompt must be a non-empty string or a list of token ids", "prompt")
-        check_text(p, "prompt")
-        return self.tok.encode(p)
+        if isinstance(p, str) or (p and isinstance(p[0], int)):
+            p = [p]  # type: ignore[list-item]
+        out = []
+        for one in p:
+            if isinstance(one, list):
+                out.append(list(one))
+                continue
+            if not one:
+                raise RequestError("prompt must be a non-empty string or a list of token ids", "prompt")
+            check_text(one, "prompt")
+            out.append(self.tok.encode(one))
+        return out
 
-    async def _open(self, ids: list[int], req: _Sampling, logprobs: int) -> list[Any]:
-        sp = sampling_params(req, len(ids), self.context, logprobs)
+    async def _open(self, prompts: list[list[int]], req: _Sampling, logprobs: int, prompt_logprobs: bool = False) -> list[Any]:
+        """``req.n`` requests per prompt, prompt-major (choice index = prompt index * n + sample index)."""
         states: list[Any] = []
         try:
-            for i in range(req.n):
-                p = dict(sp)
-                if req.seed is not None and req.n > 1:
-                    p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
-                states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p))
+            for ids in prompts:
+                sp = sampling_params(req, len(ids), self.context, logprobs)
+                if prompt_logprobs:
+                    sp["logprob_start_len"] = 0
+                for i in range(req.n):
+                    p = dict(sp)
+                    if req.seed is not None and req.n > 1:
+                        p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
+                    states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p))
         except BaseException:
             for st in states:  # a later choice was refused: the earlier ones must not run on
                 self.engine.tokenizer_manager.abort(st.rid)
@@ -120,17 +127,18 @@ class OpenAIServing:
         return states
 
     @staticmethod
-    def _usage(states: list[Any]) -> dict[str, int]:
-        prompt = states[0].prompt_tokens
+    def _usage(states: list[Any], n: int = 1) -> dict[str, int]:
+        prompt = sum(st.prompt_tokens for st in states[::n])  # each prompt once, however many samples it has
         completion = sum(len(s.output_ids) for s in states)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def _token_str(self, t: int) -> str:
         return self.tok.decode([t], skip_special_tokens=False)
 
-    async def _run(self, ids: list[int], req: _Sampling, logprobs: int, obj: str) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
-        """Open ``req.n`` requests; either a stream of SSE lines, or the finished states."""
-        states = await self._open(ids, req, logprobs)
+    async def _run(self, prompts: list[list[int]], req: _Sampling, logprobs: int, obj: str,
+                   prompt_logprobs: bool = False) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
+        """Open ``req.n`` requests per prompt; either a stream of SSE lines, or the finished states."""
+        states = await self._open(prompts, req, logprobs, prompt_logprobs)
         rid, created = f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             return states, rid, created, self._stream(states, rid, created, obj, req)
@@ -146,28 +154,42 @@ class OpenAIServing:
 
     async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
         self.check_model(req.model)
-        ids = await asyncio.to_thread(self._prompt_ids, req)
+        prompts = await asyncio.to_thread(self._prompt_ids, req)
         logprobs = (req.logprobs or 0) + 1 if req.logprobs is not None else 0
-        states, rid, created, stream = await self._run(ids, req, logprobs, "text_completion")
+        echo_logprobs = req.echo and req.logprobs is not None  # the prompt's log-probabilities too (lm-eval's log-likelihood)
+        states, rid, created, stream = await self._run(prompts, req, logprobs, "text_completion", echo_logprobs)
         if stream is not None:
             return stream
         choices = []
         for i, st in enumerate(states):
-            lp = None
-            if req.logprobs is not None:
-                toks = [self._token_str(t) for t in st.output_ids]
-                lp = {"tokens": toks, "token_logprobs": [x for x, _ in st.logprobs],
-                      "top_logprobs": [{self._token_str(t): v for t, v in top} for _, top in st.logprobs],
-                      "text_offset": [sum(len(x) for x in toks[:k]) for k in range(len(toks))]}
+            ids = prompts[i // req.n]
+            lp = self._completion_logprobs(st, ids, req.echo) if req.logprobs is not None else None
             text = (self.tok.decode(ids) if req.echo else "") + st.text
             choices.append({"index": i, "text": text, "logprobs": lp, "finish_reason": finish_reason(st.finished)})
-        return {"id": rid, "object": "text_completion", "created": created, "model": self.model, "choices": choices, "usage": self._usage(states)}
+        return {"id": rid, "object": "text_completion", "created": created, "model": self.model, "choices": choices,
+                "usage": self._usage(states, req.n)}
+
+    def _completion_logprobs(self, st: Any, ids: list[int], echo: bool) -> dict[str, Any]:
+        """The legacy completions ``logprobs`` object; with ``echo`` the prompt's tokens lead, the first with ``null``."""
+        toks = [self._token_str(t) for t in st.output_ids]
+        lps: list[float | None] = [x for x, _ in st.logprobs]
+        tops: list[dict[str, float] | None] = [{self._token_str(t): v for t, v in top} for _, top in st.logprobs]
+        if echo:
+            given = st.input_logprobs or []
+            toks = [self._token_str(t) for t in ids] + toks
+            lps = [None, *(x for x, _ in given)] + lps
+            tops = [None, *({self._token_str(t): v for t, v in top} for _, top in given)] + tops
+        offsets, at = [], 0
+        for t in toks:
+            offsets.append(at)
+            at += len(t)
+        return {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
 
     async def chat(self, req: ChatCompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
         self.check_model(req.model)
         ids = await asyncio.to_thread(self._chat_ids, req)
         logprobs = (req.top_logprobs or 0) + 1 if req.logprobs else 0
-        states, rid, created, stream = await self._run(ids, req, logprobs, "chat.completion.chunk")
+        states, rid, created, stream = await self._run([ids], req, logprobs, "chat.completion.chunk")
         if stream is not None:
             return stream
         choices = []
@@ -212,5 +234,5 @@ class OpenAIServing:
                     self.engine.tokenizer_manager.abort(st.rid)
         if req.stream_options is not None and req.stream_options.include_usage:
             yield "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [],
-                                         "usage": self._usage(states)}) + "\n\n"
+                                         "usage": self._usage(states, req.n)}) + "\n\n"
         yield "data: [DONE]\n\n"
