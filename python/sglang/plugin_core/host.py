@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.lazy_platform import LazyPlatform
 from sglang.plugin_core.once import OncePerProcess

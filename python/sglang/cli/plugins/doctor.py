@@ -117,9 +117,8 @@ def _general(runtime: str) -> dict[str, Any]:
         from sglang.srt.plugins import plugin_records
         from sglang.srt.plugins.hook_registry import HookRegistry
     else:
-        from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry
+        from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry, plugin_records
         from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks as run
-        from sglang.multimodal_gen.runtime.platforms.plugins import plugin_records
     error = None
     try:
         run()

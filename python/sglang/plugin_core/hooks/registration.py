@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sglang.plugin_core.errors import HookRegistrationError

@@ -59,7 +59,7 @@ class HookRegistryBase(RegistrationMixin, PatchingMixin, FailurePolicyMixin):
         hook_type: HookType | str = HookType.AFTER,
         *,
         source: HookSource | None = None,
-        type: HookType | str | None = None,  # noqa: A002 - the spelling plugin_hook uses
+        type: HookType | str | None = None,
     ) -> Callable[..., Any] | type:
         """Register ``fn`` as a hook of ``hook_type`` (default AFTER, as upstream) on ``target``; returns ``fn``.
 
@@ -85,7 +85,7 @@ class HookRegistryBase(RegistrationMixin, PatchingMixin, FailurePolicyMixin):
         return fn
 
     @classmethod
-    def hook(cls, target: str, type: HookType | str = HookType.AFTER, *, hook_type: HookType | str | None = None) -> Callable[[Any], Any]:  # noqa: A002
+    def hook(cls, target: str, type: HookType | str = HookType.AFTER, *, hook_type: HookType | str | None = None) -> Callable[[Any], Any]:
         """Decorator form of :meth:`register` (``plugin_hook``); returns the function or class unchanged."""
 
         def deco(fn: Any) -> Any:

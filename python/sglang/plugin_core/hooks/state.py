@@ -8,8 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang.plugin_core.hooks.aliases import Alias
 from sglang.plugin_core.errors import HookTargetError
+from sglang.plugin_core.hooks.aliases import Alias
 from sglang.plugin_core.hooks.types import HookSource, HookSpec
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from sglang.plugin_core.contract import check_subclass
 from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
 
-
 PlatformEnum = platform_enum(
     __name__, "Identity of a diffusion platform (not shared with SRT's enum).", ("CUDA", "ROCM", "XPU", "MPS", "NPU", "MUSA", "CPU")
 )
