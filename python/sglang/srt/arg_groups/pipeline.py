@@ -74,9 +74,13 @@ def _handle_device(sa: Any, res: Resolution) -> None:
 
 
 def _handle_platform(sa: Any, res: Resolution) -> None:
+    """The platform's defaults: the mapping ``apply_server_args_defaults`` returns is declared under the
+    platform's name (a platform may also call ``declare`` itself; both are whitelist-checked)."""
     from sglang.srt.platforms import current_platform
 
-    current_platform.apply_server_args_defaults(sa)
+    defaults = current_platform.apply_server_args_defaults(sa)
+    if defaults:
+        res.declare(f"platform default ({type(current_platform).__name__})", dict(defaults))
 
 
 def _handle_model_override(sa: Any, res: Resolution) -> None:

@@ -57,8 +57,5 @@ class CpuSRTPlatform(TorchSRTPlatform):
     def get_torch_distributed_backend_str(self) -> str:
         return "gloo"
 
-    def apply_server_args_defaults(self, server_args: Any) -> None:
-        from sglang.srt.arg_groups.overrides import declare
-
-        # no device graphs on a CPU: capture is never attempted
-        declare(server_args, "platform default (CpuSRTPlatform)", disable_cuda_graph=True)
+    def apply_server_args_defaults(self, server_args: Any) -> dict[str, Any]:
+        return {"disable_cuda_graph": True}  # no device graphs on a CPU: capture is never attempted

@@ -8,6 +8,7 @@ methods win in the MRO.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -87,8 +88,10 @@ class SRTPlatform(DeviceMixin):
         return "native"
 
     # -- lifecycle hooks ----------------------------------------------------
-    def apply_server_args_defaults(self, server_args: Any) -> None:
-        """Declare platform defaults while ``ServerArgs`` resolves."""
+    def apply_server_args_defaults(self, server_args: Any) -> Mapping[str, Any] | None:
+        """Platform defaults while ``ServerArgs`` resolves: return ``{field: value}`` (declared under the
+        platform's name), or call ``sglang.srt.arg_groups.overrides.declare`` yourself; never assign fields."""
+        return None
 
     def init_backend(self) -> None:
         """One-time backend initialization, in each worker, before the model is built."""
