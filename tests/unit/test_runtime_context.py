@@ -236,3 +236,26 @@ def test_reset_context_installs_fresh_tiers(published):
     assert get_flags() is not flags and get_forward() is not fwd
     with pytest.raises(BagError):
         get_schedule().schedule_policy
+
+
+def test_reserved_accessors_are_exactly_the_ones_nothing_reads():
+    """Every tier accessor has a reader in the package, or is listed once in RESERVED_BY_SPEC with the reason."""
+    import ast
+    from pathlib import Path
+
+    import sglang.srt.runtime_context as rc
+
+    root = Path(rc.__file__).resolve().parents[1]
+    read: set[str] = set()
+    for path in root.rglob("*.py"):
+        if path == Path(rc.__file__).resolve():
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "sglang.srt.runtime_context":
+                read |= {a.name for a in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("rc", "runtime_context"):
+                read.add(node.attr)
+    tiers = {n for n in rc.__all__ if n.startswith(("get_", "set_")) and n != "get_context"}
+    unread = tiers - read
+    assert unread == set(rc.RESERVED_BY_SPEC), f"unread but not reserved: {unread - set(rc.RESERVED_BY_SPEC)}; reserved but read: {set(rc.RESERVED_BY_SPEC) - unread}"
+    assert all(reason for reason in rc.RESERVED_BY_SPEC.values())

@@ -36,9 +36,9 @@ class DiffGenerator:
             stop_processes,
             wait_ready,
         )
-        from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks
+        from sglang.multimodal_gen.runtime.managers.worker_bootstrap import launcher_bootstrap
 
-        apply_plugin_hooks()  # the launcher's own hooks (once per process), the manifest the children must match
+        launcher_bootstrap()  # the launcher's own hooks (once per process), the manifest the children must match
         self.server_args = server_args
         self._procs, conn = spawn_schedulers(server_args)
         try:
@@ -57,10 +57,10 @@ class DiffGenerator:
         ``kwargs`` are diffusion ``ServerArgs`` fields (``dtype``,
         ``attention_backend``, ``enable_torch_compile``, ...).
         """
-        from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks
+        from sglang.multimodal_gen.runtime.managers.worker_bootstrap import launcher_bootstrap
         from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
-        apply_plugin_hooks()
+        launcher_bootstrap()
         if model_path is not None:
             kwargs["model_path"] = model_path
         return cls(ServerArgs(**kwargs))

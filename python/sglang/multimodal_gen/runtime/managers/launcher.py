@@ -117,10 +117,11 @@ def launch_diffusion_server(server_args: Any) -> int:
     """
     import signal
 
+    from sglang.multimodal_gen.runtime.managers.worker_bootstrap import launcher_bootstrap
     from sglang.multimodal_gen.runtime.platforms import get_platform_decision
-    from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry, apply_plugin_hooks, format_plugin_report
+    from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry, format_plugin_report
 
-    apply_plugin_hooks()
+    launcher_bootstrap()
     logger.info("diffusion %s", get_platform_decision().format())
     logger.info("%s", format_plugin_report())
     for t in HookRegistry.applied_targets():

@@ -13,7 +13,9 @@ module. The scheduler child then runs, in this order::
     -> call run_scheduler_process through its module (a REPLACE hook applies)
 
 The HTTP child registers and applies hooks before importing
-``runtime.launch_server`` or materializing ``ServerArgs``. A child that finds
+``runtime.launch_server`` or materializing ``ServerArgs``. The launcher process
+(``sglang serve`` for a diffusion model, ``DiffGenerator``) runs
+:func:`launcher_bootstrap`: its own hooks, whose manifest every child must match. A child that finds
 runtime modules already imported (a script imported them at module scope,
 which ``spawn`` re-runs in every child) warns naming them and the script.
 """
@@ -154,13 +156,19 @@ def scheduler_process_main(spec: SchedulerProcessSpec, conn: Any) -> None:
         sys.exit(1)
 
 
-def http_process_main(spec: SchedulerProcessSpec, conn: Any) -> None:
-    """Spawn target of the HTTP child: hooks are applied before the server is imported."""
-    _setup(spec)
+def launcher_bootstrap() -> None:
+    """The start-up order of a process that launches diffusion children (once per process):
+    register, then apply the hooks; the platform resolves on the way (the children initialize it)."""
     from sglang.multimodal_gen.runtime.platforms.plugins import apply_plugin_hooks, load_plugins
 
     load_plugins()
     apply_plugin_hooks()
+
+
+def http_process_main(spec: SchedulerProcessSpec, conn: Any) -> None:
+    """Spawn target of the HTTP child: hooks are applied before the server is imported."""
+    _setup(spec)
+    launcher_bootstrap()
     expected = json.loads(spec.launcher_manifest) if spec.launcher_manifest else None
     if expected is not None:
         from sglang.multimodal_gen.runtime.platforms.plugins import plugin_manifest
