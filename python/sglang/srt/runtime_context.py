@@ -117,7 +117,7 @@ class RuntimeContext:
         self._overrides = []
         _AUDIT.configure(mode, role)
 
-    def is_published(self, server_args: Any) -> bool:
+    def is_published(self, server_args: ServerArgs) -> bool:
         return self.server_args is not None and self.server_args is server_args
 
     # -- overrides ------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.responses import Response
@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from sglang.multimodal_gen.runtime.entrypoints.client import RequestFailedError, SchedulerClient, SchedulerDiedError
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams, SamplingParamsError
 from sglang.utils.http_common import error, install_common
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ def _parse_size(size: str | None) -> int | None:
     return int(w)
 
 
-def build_app(client: SchedulerClient, server_args: Any, info: dict[str, Any]) -> FastAPI:
+def build_app(client: SchedulerClient, server_args: ServerArgs, info: dict[str, Any]) -> FastAPI:
     app = FastAPI(title="sglang diffusion", docs_url=None, redoc_url=None)
     name = server_args.served_model_name or server_args.model_path
 
@@ -89,7 +92,7 @@ def build_app(client: SchedulerClient, server_args: Any, info: dict[str, Any]) -
     return app
 
 
-def launch_http_server(server_args: Any, conn: Any, launcher_manifest: dict[str, Any] | None = None) -> None:
+def launch_http_server(server_args: ServerArgs, conn: Any, launcher_manifest: dict[str, Any] | None = None) -> None:
     """Entry of the HTTP child: wait for the scheduler, then serve until told to stop.
 
     The schedulers' handshake arrives here; their manifests are compared with

@@ -16,10 +16,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.srt.arg_groups.errors import DeclarationError
 from sglang.srt.arg_groups.resolution import check_declarable, resolved_view
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 ModelOverrideFn = Callable[[Any, Mapping[str, Any]], Mapping[str, Any] | None]
 PassFn = Callable[[Any], Mapping[str, Any] | None]
@@ -40,7 +43,7 @@ def register_model_override(arch: str) -> Callable[[ModelOverrideFn], ModelOverr
     return deco
 
 
-def model_override_declarations(server_args: Any, arch: str | None, hf_config: Mapping[str, Any]) -> Mapping[str, Any]:
+def model_override_declarations(server_args: ServerArgs, arch: str | None, hf_config: Mapping[str, Any]) -> Mapping[str, Any]:
     entry = MODEL_OVERRIDES.get(arch or "")
     if entry is None:
         return {}
@@ -59,7 +62,7 @@ def register_post_process_pass(name: str) -> Callable[[PassFn], PassFn]:
     return deco
 
 
-def run_post_process_pass(server_args: Any, name: str) -> None:
+def run_post_process_pass(server_args: ServerArgs, name: str) -> None:
     """Run pass ``name`` on the in-flight view and declare what it returns."""
     fn = POST_PROCESS_PASSES.get(name)
     if fn is None:
@@ -69,7 +72,7 @@ def run_post_process_pass(server_args: Any, name: str) -> None:
         declare(server_args, f"post-process pass {name}", **decl)
 
 
-def declare(server_args: Any, source: str, **fields: Any) -> None:
+def declare(server_args: ServerArgs, source: str, **fields: Any) -> None:
     """Declare values while ``server_args`` resolves (platform defaults, hooks)."""
     res = server_args.__dict__.get("_resolution")
     if res is None:
@@ -80,7 +83,7 @@ def declare(server_args: Any, source: str, **fields: Any) -> None:
     res.declare(source, fields)
 
 
-def declare_late_resolution(server_args: Any, source: str, **fields: Any) -> None:
+def declare_late_resolution(server_args: ServerArgs, source: str, **fields: Any) -> None:
     """Launcher-stage resolution, written in place so every holder sees it.
 
     Refuses an instance that has been published: after publish, config

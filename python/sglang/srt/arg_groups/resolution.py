@@ -11,10 +11,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.srt.arg_groups.errors import DeclarationError
 from sglang.srt.arg_groups.meta import field_arg, public_fields
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 GATES = ("device", "platform", "model_override", "derived", "post_process")
 
@@ -48,7 +51,7 @@ def check_declarable(cls: type, source: str, fields: Mapping[str, Any]) -> None:
 class Resolution:
     """Declarations made while one ``ServerArgs`` resolves."""
 
-    def __init__(self, server_args: Any) -> None:
+    def __init__(self, server_args: ServerArgs) -> None:
         self.server_args = server_args
         self.declarations: list[Declaration] = []
         self.gate = GATES[0]
@@ -88,7 +91,7 @@ class ResolvedView:
         raise AttributeError(f"the resolved view is read-only; declare {name!r} instead (return it from your handler)")
 
 
-def resolved_view(server_args: Any) -> ResolvedView:
+def resolved_view(server_args: ServerArgs) -> ResolvedView:
     """The in-flight view of ``server_args``. Pipeline-internal: only for
     ``server_args.py``, ``arg_groups/`` and helpers the pipeline invokes."""
     res = server_args.__dict__.get("_resolution")

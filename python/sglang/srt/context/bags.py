@@ -9,9 +9,12 @@ the only writer is ``get_context().override`` (and the scoped test idiom
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.srt.arg_groups.meta import NAMESPACES, field_ns, public_fields
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 
 class BagError(AttributeError):
@@ -91,7 +94,7 @@ class Unpublished:
         self.__getattr__(name)
 
 
-def project(server_args: Any) -> tuple[dict[str, ConfigBag], dict[str, ConfigBag]]:
+def project(server_args: ServerArgs) -> tuple[dict[str, ConfigBag], dict[str, ConfigBag]]:
     """Build the bag tree from each field's ``NS``; returns (top bags, field -> owning bag).
 
     A leaf whose name equals a sub-bag's name (or a bag method) is an error.

@@ -19,9 +19,12 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, ReqState, RequestError, TokenizerManager
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ class PortArgs:
     ipc_dir: str
 
     @classmethod
-    def init_new(cls, server_args: Any) -> PortArgs:
+    def init_new(cls, server_args: ServerArgs) -> PortArgs:
         d = tempfile.mkdtemp(prefix="sglang-ipc-")
         if server_args.nnodes > 1:
             dist = f"tcp://{server_args.dist_init_addr}"
@@ -74,7 +77,7 @@ class Engine:
             raise
 
     # -- launch ----------------------------------------------------------------------
-    def _launch_subprocesses(self, server_args: Any) -> None:
+    def _launch_subprocesses(self, server_args: ServerArgs) -> None:
         from sglang.srt.arg_groups.overrides import declare_late_resolution
         from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
         from sglang.srt.managers.scheduler import run_scheduler_process

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -27,6 +27,9 @@ from sglang.srt.managers.metrics import CONTENT_TYPE
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
 from sglang.utils.graceful_server import graceful_server_class
 from sglang.utils.http_common import error, install_common
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
             return Response(status_code=CLIENT_GONE)
 
 
-def build_app(engine: Any, server_args: Any) -> FastAPI:
+def build_app(engine: Any, server_args: ServerArgs) -> FastAPI:
     """The ASGI app over ``engine``. Reads its own ``server_args`` (a per-instance boundary)."""
     name = server_args.served_model_name or server_args.model_path
     serving = OpenAIServing(engine, name)
@@ -126,7 +129,7 @@ def build_app(engine: Any, server_args: Any) -> FastAPI:
     return app
 
 
-def _log_startup(server_args: Any) -> None:
+def _log_startup(server_args: ServerArgs) -> None:
     from sglang.srt.arg_groups.dump import format_dump
     from sglang.srt.platforms import get_platform_decision
     from sglang.srt.plugins import format_plugin_report
@@ -139,7 +142,7 @@ def _log_startup(server_args: Any) -> None:
     logger.info("resolved configuration:\n%s", format_dump(server_args))
 
 
-def launch_server(server_args: Any) -> int:
+def launch_server(server_args: ServerArgs) -> int:
     """Serve until interrupted; returns the process exit status."""
     import uvicorn
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
@@ -17,6 +17,9 @@ import sglang
 from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, ProfileRequest
 from sglang.srt.entrypoints.openai.serving import error_event
 from sglang.utils.http_common import error
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 
 def _sse(stream: Any) -> StreamingResponse:
@@ -34,7 +37,7 @@ def _with_text(meta: dict[str, Any], decode: Callable[[int], str]) -> None:
                 triple[2] = decode(triple[1])
 
 
-def server_info(engine: Any, server_args: Any) -> dict[str, Any]:
+def server_info(engine: Any, server_args: ServerArgs) -> dict[str, Any]:
     """Upstream's ``/get_server_info``: the server args at the top level, ``internal_states`` (one per
     scheduler) and ``version``; this project's provenance, platform, plugins and hooks under their own keys."""
     from sglang.srt.arg_groups.dump import resolved_with_provenance
@@ -58,7 +61,7 @@ def server_info(engine: Any, server_args: Any) -> dict[str, Any]:
     }
 
 
-def install_native_routes(app: FastAPI, engine: Any, server_args: Any, count: Callable[[str, int], None],
+def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, count: Callable[[str, int], None],
                           unless_disconnected: Callable[[Request, Awaitable[Any]], Awaitable[Any]]) -> None:
     """Register the native routes on ``app``; ``count`` records an error status per route."""
     tm = engine.tokenizer_manager

@@ -8,12 +8,15 @@ the tokenizer manager aborts it in the scheduler); the others go on.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
 from sglang.srt.managers.io_struct import BatchStrOut, BatchTokenIDOut, SchedulerError
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ class _Decode:
 
 
 class DetokenizerManager:
-    def __init__(self, server_args: Any, port_args: Any) -> None:
+    def __init__(self, server_args: ServerArgs, port_args: Any) -> None:
         from sglang.srt.tokenizer import load_tokenizer
 
         self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path)
@@ -104,7 +107,7 @@ class DetokenizerManager:
             self.send_sock.send_pyobj(msg)
 
 
-def run_detokenizer_process(server_args: Any, port_args: Any, pipe: Any = None) -> None:
+def run_detokenizer_process(server_args: ServerArgs, port_args: Any, pipe: Any = None) -> None:
     import os
     import traceback
 

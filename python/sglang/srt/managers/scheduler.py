@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
 from sglang.srt.layers.sampler import RequestSampler
@@ -45,11 +45,14 @@ from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorke
 from sglang.srt.runtime_context import get_exec, get_schedule
 from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
 
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
+
 logger = logging.getLogger(__name__)
 
 
 class Scheduler(FaultContainment):
-    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
+    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
         from sglang.srt.mem_cache.radix_cache import RadixCache
         from sglang.srt.tokenizer import load_tokenizer
 
@@ -357,7 +360,7 @@ class Scheduler(FaultContainment):
             self.outbox.clear()
 
 
-def run_scheduler_process(server_args: Any, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any) -> None:
+def run_scheduler_process(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any) -> None:
     """Entry of each spawned TP-rank process: plugins, publish, Scheduler, serve."""
     import os
     import traceback

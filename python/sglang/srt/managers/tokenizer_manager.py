@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -32,6 +32,9 @@ from sglang.srt.managers.io_struct import (
 )
 from sglang.srt.managers.metrics import EngineMetrics
 from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,7 @@ class ReqState:
 
 
 class TokenizerManager:
-    def __init__(self, server_args: Any, port_args: Any, info: dict[str, Any]) -> None:
+    def __init__(self, server_args: ServerArgs, port_args: Any, info: dict[str, Any]) -> None:
         from sglang.srt.tokenizer import load_tokenizer
 
         self.server_args = server_args  # a per-instance boundary: several engines may share a process

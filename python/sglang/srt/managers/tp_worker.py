@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -15,11 +15,14 @@ from sglang.srt.layers.sampler import prompt_logprobs, sample
 from sglang.srt.model_executor.forward_batch_info import ModelWorkerBatch
 from sglang.srt.model_executor.model_runner import ModelRunner
 
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
+
 logger = logging.getLogger(__name__)
 
 
 class TpModelWorker:
-    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, dist_init: str) -> None:
+    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str) -> None:
         self.server_args = server_args
         self.gpu_id, self.tp_rank = gpu_id, tp_rank
         self.model_runner = ModelRunner(server_args, gpu_id, tp_rank, server_args.tp_size, dist_init)

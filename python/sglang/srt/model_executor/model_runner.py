@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode, ModelWorkerBatch
 from sglang.srt.runtime_context import get_flags
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ def resolve_dtype(name: str, device_type: str) -> torch.dtype:
 
 
 class ModelRunner:
-    def __init__(self, server_args: Any, gpu_id: int, tp_rank: int, tp_size: int, dist_init: str) -> None:
+    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, tp_size: int, dist_init: str) -> None:
         from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
         from sglang.srt.layers.attention import create_attention_backend
         from sglang.srt.model_loader import read_weights

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import resource
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.host import cpu_model_name, meminfo
 from sglang.srt.platforms._torch_common import TorchSRTPlatform
 from sglang.srt.platforms.device_mixin import DeviceCapability, PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 
 class CpuSRTPlatform(TorchSRTPlatform):
@@ -57,5 +60,5 @@ class CpuSRTPlatform(TorchSRTPlatform):
     def get_torch_distributed_backend_str(self) -> str:
         return "gloo"
 
-    def apply_server_args_defaults(self, server_args: Any) -> dict[str, Any]:
+    def apply_server_args_defaults(self, server_args: ServerArgs) -> dict[str, Any]:
         return {"disable_cuda_graph": True}  # no device graphs on a CPU: capture is never attempted

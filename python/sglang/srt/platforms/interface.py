@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sglang.srt.platforms.device_mixin import DeviceMixin
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class SRTPlatform(DeviceMixin):
         return "native"
 
     # -- lifecycle hooks ----------------------------------------------------
-    def apply_server_args_defaults(self, server_args: Any) -> Mapping[str, Any] | None:
+    def apply_server_args_defaults(self, server_args: ServerArgs) -> Mapping[str, Any] | None:
         """Platform defaults while ``ServerArgs`` resolves: return ``{field: value}`` (declared under the
         platform's name), or call ``sglang.srt.arg_groups.overrides.declare`` yourself; never assign fields."""
         return None

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.multimodal_gen.runtime.entrypoints.client import SchedulerClient
 from sglang.multimodal_gen.runtime.pipelines.outputs import DiffusionOutput
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +31,7 @@ logger = logging.getLogger(__name__)
 class DiffGenerator:
     """A running diffusion scheduler and a client to it. Use as a context manager or call ``shutdown()``."""
 
-    def __init__(self, server_args: Any) -> None:
+    def __init__(self, server_args: ServerArgs) -> None:
         from sglang.multimodal_gen.runtime.managers.launcher import (
             check_scheduler_manifests,
             launcher_manifest,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from sglang.multimodal_gen.runtime.loader.paths import DiffusionModelLoadError, resolve_model_path
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ def _layerwise_offload(model: torch.nn.Module, device: torch.device) -> None:
         blk.register_forward_hook(lambda m, _a, _o: m.to("cpu") and None)
 
 
-def load_pipeline(server_args: Any, device: torch.device) -> Any:
+def load_pipeline(server_args: ServerArgs, device: torch.device) -> Any:
     """Build the pipeline of ``server_args.model_path`` on ``device``."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file

@@ -10,12 +10,15 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from sglang.multimodal_gen.runtime.pipelines.outputs import DiffusionOutput
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +26,7 @@ logger = logging.getLogger(__name__)
 class GPUWorker:
     """One rank of the diffusion runtime; built and driven by the ``Scheduler``."""
 
-    def __init__(self, server_args: Any, rank: int = 0, local_rank: int = 0, world_size: int = 1, dist_port: int | None = None) -> None:
+    def __init__(self, server_args: ServerArgs, rank: int = 0, local_rank: int = 0, world_size: int = 1, dist_port: int | None = None) -> None:
         self.server_args = server_args
         self.rank, self.local_rank, self.world_size, self.dist_port = rank, local_rank, world_size, dist_port
         self.device: torch.device | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.multimodal_gen.runtime.managers.worker_bootstrap import (
     HTTP_ENTRY,
@@ -15,6 +15,9 @@ from sglang.multimodal_gen.runtime.managers.worker_bootstrap import (
     scheduler_process_main,
 )
 
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
+
 logger = logging.getLogger(__name__)
 
 
@@ -22,7 +25,7 @@ class SchedulerStartError(RuntimeError):
     """The scheduler child failed before it was ready; the message holds its error."""
 
 
-def spawn_schedulers(server_args: Any) -> tuple[list[Any], Any]:
+def spawn_schedulers(server_args: ServerArgs) -> tuple[list[Any], Any]:
     """Start ``num_gpus`` scheduler children; returns (processes, connection to rank 0)."""
     from sglang.utils.process import free_port
 
@@ -96,7 +99,7 @@ def launcher_manifest() -> dict[str, Any]:
     return plugin_manifest()
 
 
-def spawn_http(server_args: Any, conn: Any) -> Any:
+def spawn_http(server_args: ServerArgs, conn: Any) -> Any:
     import json
 
     ctx = get_spawn_context()
@@ -109,7 +112,7 @@ def spawn_http(server_args: Any, conn: Any) -> Any:
     return proc
 
 
-def launch_diffusion_server(server_args: Any) -> int:
+def launch_diffusion_server(server_args: ServerArgs) -> int:
     """``sglang serve`` for a diffusion model: scheduler and HTTP children, watched here.
 
     SIGINT/SIGTERM stop both children within seconds; if either child dies the

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.multimodal_gen.runtime.managers.gpu_worker import GPUWorker
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParamsError
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +30,7 @@ logger = logging.getLogger(__name__)
 class Scheduler:
     """Owns the worker of this rank and serves requests from one connection."""
 
-    def __init__(self, server_args: Any, rank: int, conn: Any) -> None:
+    def __init__(self, server_args: ServerArgs, rank: int, conn: Any) -> None:
         self.server_args, self.rank, self.conn = server_args, rank, conn
         self.world_size = server_args.num_gpus
         self.worker = GPUWorker(server_args, rank=rank, local_rank=rank, world_size=self.world_size, dist_port=server_args.dist_port)
@@ -99,7 +102,7 @@ class Scheduler:
         self.worker.shutdown()
 
 
-def run_scheduler_process(server_args: Any, rank: int, conn: Any) -> None:
+def run_scheduler_process(server_args: ServerArgs, rank: int, conn: Any) -> None:
     """Entry of a scheduler child, reached through the bootstrap after hooks are applied.
 
     Called through this module's attribute, so a REPLACE hook on it takes effect.

@@ -30,7 +30,10 @@ import os
 import pickle
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ class ServerArgsPayload:
     data: bytes
 
     @classmethod
-    def pack(cls, server_args: Any) -> ServerArgsPayload:
+    def pack(cls, server_args: ServerArgs) -> ServerArgsPayload:
         return cls(pickle.dumps(server_args, protocol=pickle.HIGHEST_PROTOCOL))
 
     def materialize(self) -> Any:

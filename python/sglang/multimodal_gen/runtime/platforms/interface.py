@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.contract import check_subclass
 from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
+
+if TYPE_CHECKING:
+    from sglang.multimodal_gen.runtime.server_args import ServerArgs
 
 PlatformEnum = platform_enum(
     __name__, "Identity of a diffusion platform (not shared with SRT's enum).", ("CUDA", "ROCM", "XPU", "MPS", "NPU", "MUSA", "CPU")
@@ -79,7 +82,7 @@ class Platform:
     def init_backend(self) -> None:
         """Once per worker process, before any worker implementation is imported."""
 
-    def apply_server_args_defaults(self, server_args: Any) -> None:
+    def apply_server_args_defaults(self, server_args: ServerArgs) -> None:
         """Adjust ``ServerArgs`` defaults while they are built (fields left ``None``)."""
 
     # -- device and memory (Active) -------------------------------------------
