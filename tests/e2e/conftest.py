@@ -5,6 +5,7 @@ import os
 import pytest
 
 import sglang
+from helpers.reference import hf_fp32_model
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +15,10 @@ def engine():
     e = sglang.Engine(dtype="float32", log_level="warning")
     yield e
     e.shutdown()
+
+
+
+@pytest.fixture(scope="session")
+def hf_fp32():
+    """Hugging Face transformers on the same GGUF, float32: the reference of the parity tests."""
+    return hf_fp32_model()

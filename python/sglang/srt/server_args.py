@@ -94,9 +94,14 @@ class ServerArgs:
         """Run the start-up order first (as upstream: plugins load before any ``ServerArgs``), so a
         hook on ``ServerArgs.__post_init__`` applies under every entry point, unpickling included.
 
-        Once per process; the ``model_path="dummy"`` fixture shortcut skips it.
+        Once per process; the ``model_path="dummy"`` fixture shortcut skips it, and so does the
+        unpickling that starts a ``spawn`` child: that child is not yet itself (no parent process,
+        no logging), and its entry function loads plugins at its documented call site.
         """
-        if kwargs.get("model_path", args[0] if args else None) != DUMMY_MODEL:
+        import multiprocessing.process
+
+        spawning = getattr(multiprocessing.process.current_process(), "_inheriting", False)
+        if not spawning and kwargs.get("model_path", args[0] if args else None) != DUMMY_MODEL:
             from sglang.srt.bootstrap import bootstrap
 
             bootstrap(str(kwargs.get("device", "auto")))
