@@ -22,6 +22,7 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, ReqState, RequestError, TokenizerManager
+from sglang.utils.lifecycle import Closing
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -49,7 +50,7 @@ class PortArgs:
         return cls(f"ipc://{d}/tokenizer", f"ipc://{d}/scheduler", f"ipc://{d}/detokenizer", dist, d)
 
 
-class Engine:
+class Engine(Closing):
     """``Engine(model_path=..., **server_args)``; ``generate``, ``async_generate``, ``shutdown``.
 
     Usable as a context manager. Every keyword is a ``ServerArgs`` field.
@@ -340,18 +341,6 @@ class Engine:
             self.tokenizer_manager = None
         if self._port_args is not None:
             shutil.rmtree(self._port_args.ipc_dir, ignore_errors=True)
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        try:
-            self.shutdown()
-        except Exception:
-            pass
 
 
 __all__ = ["Engine", "EngineDeadError", "RequestError"]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sglang.multimodal_gen.runtime.entrypoints.client import SchedulerClient
 from sglang.multimodal_gen.runtime.pipelines.outputs import DiffusionOutput
 from sglang.multimodal_gen.runtime.pipelines.sampling_params import SamplingParams
+from sglang.utils.lifecycle import Closing
 
 if TYPE_CHECKING:
     from sglang.multimodal_gen.runtime.server_args import ServerArgs
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DiffGenerator:
+class DiffGenerator(Closing):
     """A running diffusion scheduler and a client to it. Use as a context manager or call ``shutdown()``."""
 
     def __init__(self, server_args: ServerArgs) -> None:
@@ -105,14 +106,3 @@ class DiffGenerator:
 
             stop_processes(procs, grace=10.0)
 
-    def __enter__(self) -> DiffGenerator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __del__(self) -> None:
-        try:
-            self.shutdown()
-        except Exception:
-            pass
