@@ -169,7 +169,7 @@ def test_explain_notes_plugins_that_did_not_run(examples):
 # -- check --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("dist", "count"), [("my-platform-plugin", 66), ("my-general-plugin", 5)])
+@pytest.mark.parametrize(("dist", "count"), [("my-platform-plugin", 68), ("my-general-plugin", 5)])
 def test_check_passes_for_the_examples(examples, dist, count):
     proc = sglang(["plugins", "check", dist], examples)
     assert proc.returncode == 0, proc.stdout
@@ -207,8 +207,8 @@ TOUCH_CLASSES = """
 from sglang.srt.platforms import SRTPlatform
 from sglang.multimodal_gen.runtime.platforms import Platform, PlatformEnum
 
-class P(SRTPlatform):  # not OOT, blank names, factories missing
-    pass
+class P(SRTPlatform):  # not OOT, blank names, factories missing, capabilities of the wrong type
+    capabilities = {"supports_triton": True}
 
 class NeedsArgs(Platform):
     _enum = PlatformEnum.OOT
@@ -285,6 +285,7 @@ def test_check_reports_contract_gaps_of_an_srt_class(broken):
     assert r[f"{s}: non-blank device_name"] == ("FAIL", "'unknown'")
     assert r[f"{s}: Active get_mha_kv_pool_cls()"] == ("FAIL", "missing: sglang.srt.model_executor.model_runner calls it and the default raises NotImplementedError")
     assert r[f"{s}: Active get_device()"][0] == "FAIL"
+    assert r[f"{s}: Active capabilities"] == ("FAIL", "{'supports_triton': True} is not a sglang.srt.platforms.interface.PlatformCapabilities")
 
 
 def test_check_reports_names_callbacks_and_hooks(broken, examples):

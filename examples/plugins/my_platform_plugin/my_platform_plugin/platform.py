@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from my_platform_plugin.device import MyDeviceMixin
-from sglang.srt.platforms.interface import SRTPlatform
+from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 
 
 class MySRTPlatform(SRTPlatform, MyDeviceMixin):
+    # what the device supports; the engine reads these flags (all False by default)
+    capabilities = PlatformCapabilities(supports_torch_compile=True)
+
     def init_backend(self) -> None:
         # Runs once in each worker before the model is built: register the
         # device's attention kernel under its own name.

@@ -82,7 +82,13 @@ def check_platform_class(label: str, group: str, qualname: str) -> list[R]:
             continue
         iface = owners[item.name]
         base_attr = iface.__dict__[item.name]
-        if not callable(base_attr):
+        if not callable(base_attr):  # a declared value (capabilities): the vendor's must be of the same type
+            value = getattr(cls, item.name)
+            kind = type(base_attr)
+            if value is not base_attr:
+                good = isinstance(value, kind)
+                out.append(result(f"{label}: Active {item.name}", "PASS" if good else "FAIL",
+                                  f"{value!r}" if good else f"{value!r} is not a {kind.__module__}.{kind.__qualname__}"))
             continue
         impl_owner = next(k for k in cls.__mro__ if item.name in k.__dict__)
         check = f"{label}: Active {item.name}()"
