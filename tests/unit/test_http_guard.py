@@ -166,6 +166,38 @@ def test_legal_requests_pass_with_their_values():
     assert c.post("/v1/chat/completions", json=ok, headers=AUTH).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"text": ["a", "b"], "stream": True}, "stream takes a single prompt"),
+        ({"text": ["a", "b"], "sampling_params": [{"max_new_tokens": 1}]}, "sampling_params has 1 entries for 2 prompts"),
+        ({"text": "a", "rid": ["x", "y"]}, "rid has 2 entries for 1 prompts"),
+        ({"text": "a", "input_ids": [1]}, "exactly one of 'text' or 'input_ids'"),
+        ({}, "exactly one of 'text' or 'input_ids'"),
+        ({"text": ["a"] * 65}, "at most 64"),
+        ({"text": "a", "return_logprob": True, "logprob_start_len": -2}, "greater than or equal to -1"),
+        ({"text": "a", "top_logprobs_num": 21}, "less than or equal to 20"),
+        ({"input_ids": [[1, 2], []]}, "input_ids"),
+    ],
+)
+def test_generate_rejects_a_malformed_batch_or_logprob_request(body, fragment):
+    c, _ = _app()
+    err = _is_openai_error(c.post("/generate", json=body, headers=AUTH), 400)
+    assert fragment in err["message"], err
+
+
+def test_generate_batches_fold_the_top_level_logprob_fields_into_each_prompt():
+    req = GenerateRequest.model_validate({"input_ids": [[1, 2], [3]], "sampling_params": {"max_new_tokens": 2}, "rid": ["p", "q"],
+                                          "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": 3})
+    assert req.batch_size == 2
+    assert req.items() == [
+        (None, [1, 2], {"max_new_tokens": 2, "logprobs": True, "top_logprobs_num": 3, "logprob_start_len": 0}, "p"),
+        (None, [3], {"max_new_tokens": 2, "logprobs": True, "top_logprobs_num": 3, "logprob_start_len": 0}, "q"),
+    ]
+    single = GenerateRequest.model_validate({"input_ids": [5, 6]})
+    assert single.batch_size is None and single.items() == [(None, [5, 6], {}, None)]
+
+
 def test_a_hook_raising_in_the_http_process_is_a_500_naming_its_plugin(registry, target_module):
     from sglang.plugin_core.hooks.types import PluginSource
     from sglang.srt.plugins.hook_registry import HookType

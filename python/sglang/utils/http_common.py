@@ -131,7 +131,9 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     errors = exc.errors()
-    first = errors[0] if errors else {}
+    # a union reports one error per member; the one that is not a plain type mismatch says what is wrong
+    # with the value as sent (a list of 65 prompts: "at most 64", not "should be a valid string")
+    first = next((e for e in errors if not str(e.get("type", "")).endswith("_type")), errors[0] if errors else {})
     loc = _field_path(tuple(first.get("loc", ())))
     kind = first.get("type", "")
     if kind == "extra_forbidden":
