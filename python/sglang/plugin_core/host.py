@@ -1,8 +1,8 @@
 """One runtime's plugin host: its ``current_platform``, backend start and plugin phases.
 
-A runtime creates one :class:`RuntimeHost` from its :class:`Runtime` declaration
-and its registry class, and exposes the host's methods under its documented
-names (``current_platform``, ``load_plugins``, ...). Each step runs at most
+A runtime creates one :class:`PlatformHost` from its :class:`Runtime` declaration
+and one :class:`PluginHost` over it and its registry class, and exposes their
+methods under its documented names (``current_platform``, ``load_plugins``, ...). Each step runs at most
 once per process (:class:`OncePerProcess`): a re-entrant call returns at once,
 other threads wait and inherit the outcome, a failure is re-raised on every
 later call.
@@ -23,7 +23,7 @@ from sglang.plugin_core.selection import SelectionChain
 if TYPE_CHECKING:  # the plugin phases' modules read importlib.metadata: imported when a phase runs
     from sglang.plugin_core.decision import PlatformDecision
     from sglang.plugin_core.hooks.registry import HookRegistryBase
-    from sglang.plugin_core.hooks.types import PluginSource
+    from sglang.plugin_core.hooks.types import HookSource
     from sglang.plugin_core.loading import Loaded
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class PluginHost:
     def __init__(self, platforms: PlatformHost, registry: type[HookRegistryBase]) -> None:
         self.platforms, self.runtime, self.registry = platforms, platforms.runtime, registry
         self.records: list[PluginRecord] = []
-        self.sources: dict[PluginSource, PluginRecord] = {}
+        self.sources: dict[HookSource, PluginRecord] = {}
         name = self.runtime.name
         self.register_once = OncePerProcess(f"{name} plugin registration (load_plugins)", self._register)
         self.apply_once = OncePerProcess(f"{name} hook application (apply_plugin_hooks)", self._apply)

@@ -106,7 +106,7 @@ def check_platform_class(label: str, group: str, qualname: str) -> list[R]:
 
 def check_hooks(dist: str, eps: list[Any]) -> list[R]:
     from sglang.plugin_core.hooks.fit import hook_fit_problem
-    from sglang.plugin_core.hooks.types import PluginSource
+    from sglang.plugin_core.hooks.types import HookSource
 
     out: list[R] = []
     for ep in eps:
@@ -117,7 +117,7 @@ def check_hooks(dist: str, eps: list[Any]) -> list[R]:
         else:
             from sglang.multimodal_gen.runtime.platforms.plugins import HookRegistry as registry
         label = f"{ep.group}:{ep.name}"
-        src = PluginSource(ep.name, dist, None)
+        src = HookSource(ep.name, dist, None)
         try:
             with registry.registering_as(src):
                 ep.load()()
