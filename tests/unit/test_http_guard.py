@@ -219,3 +219,17 @@ def test_a_hook_raising_in_the_http_process_is_a_500_naming_its_plugin(registry,
     err = _is_openai_error(r, 500)
     assert err["code"] == "plugin_error" and "plugin acme" in err["message"] and "acme-dist" in err["message"]
     assert "KeyError" in err["message"] and f"{target_module.__name__}.add" in err["message"]
+
+
+def test_profiling_without_a_profile_dir_is_a_400_naming_the_flag():
+    from types import SimpleNamespace
+
+    from sglang.srt.entrypoints.native_api import install_native_routes
+
+    app = FastAPI()
+    install_common(app, None, 4096, "127.0.0.1", None)
+    engine = SimpleNamespace(tokenizer_manager=SimpleNamespace(), start_profile=lambda *a: None)
+    install_native_routes(app, engine, SimpleNamespace(profile_dir=None), lambda p, s: None, None)  # type: ignore[arg-type]
+    c = TestClient(app, base_url="http://127.0.0.1:30000")
+    err = _is_openai_error(c.post("/start_profile", json={"output_dir": "/etc"}), 400)
+    assert "--profile-dir" in err["message"] and err["param"] == "output_dir"

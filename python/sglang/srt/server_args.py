@@ -88,7 +88,7 @@ class ServerArgs:
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))
     log_requests: bool = arg(False, Arg("log every request and its output"), NS("observability"))
     profile_dir: str | None = arg(None, Arg("directory for torch profiler traces of POST /start_profile and /stop_profile "
-                                            "(unset: /start_profile needs output_dir in its body)"), NS("observability"))
+                                            "(unset: profiling is off; a request's output_dir is a subdirectory of it)"), NS("observability"))
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ServerArgs:
         """Run the start-up order first (as upstream: plugins load before any ``ServerArgs``), so a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -140,10 +141,13 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
     @app.post("/start_profile")
     async def start_profile(body: ProfileRequest | None = None) -> Any:
         body = body or ProfileRequest()
-        out_dir = body.output_dir or server_args.profile_dir
-        if not out_dir:
-            return error(400, "profiling is not configured: start the server with --profile-dir DIR "
-                              "(or pass output_dir in the request body)", param="output_dir")
+        root = server_args.profile_dir
+        if not root:
+            return error(400, "profiling is not configured: start the server with --profile-dir DIR", param="output_dir")
+        out_dir = os.path.realpath(os.path.join(root, body.output_dir or ""))
+        if os.path.commonpath([out_dir, os.path.realpath(root)]) != os.path.realpath(root):
+            # a client names a subdirectory of --profile-dir, never a path elsewhere on the server
+            return error(400, f"output_dir must be a relative path inside --profile-dir, got {body.output_dir!r}", param="output_dir")
         await asyncio.to_thread(engine.start_profile, out_dir, body.num_steps)
         return Response("Start profiling.\n", media_type="text/plain")
 
