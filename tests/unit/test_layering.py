@@ -9,11 +9,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "python"
 RUNTIMES = ("sglang.srt", "sglang.multimodal_gen")
 
-# The one cycle between packages today: configuration resolution (server_args -> arg_groups -> platforms ->
-# ... -> runtime_context -> server_args, pulled through layers and models by the platforms' factories). The
-# explicit config-resolution step of the one-spine issue removes it; a new cycle, or this one growing, fails.
-# the configuration-resolution cycle; ServerArgs.__new__ -> bootstrap -> load_plugins is part of it (plugins
-# load before any ServerArgs, as upstream), and the explicit resolution step is what will break it
+# The one loop left is the one the spec's API implies, and each of its three edges is a documented call:
+# configuration -> platforms (``ServerArgs()`` runs ``bootstrap()``, which loads plugins and selects the
+# platform, and resolution asks ``current_platform`` for its defaults, as upstream's ServerArgs does);
+# platforms -> execution (a platform is the factory of its graph runner, KV pool and quantization config, imported
+# inside those methods); execution -> configuration (the model runner and layers read ``get_context()``). What the
+# one-spine issue named, platforms calling back into the resolution modules, is gone and is checked below; a new
+# cycle, or this one growing, fails.
 KNOWN_CYCLES: list[frozenset[str]] = [frozenset({
     "sglang.srt.arg_groups", "sglang.srt.bootstrap", "sglang.srt.context", "sglang.srt.distributed", "sglang.srt.layers", "sglang.srt.model_executor",
     "sglang.srt.model_loader", "sglang.srt.models", "sglang.srt.platforms", "sglang.srt.plugins", "sglang.srt.runtime_context",
@@ -28,17 +30,39 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _type_only(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:``: imports for annotations only, never executed, so no runtime edge."""
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if _type_only(node):
+            todo.extend(getattr(node, "orelse", []))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _imports() -> dict[str, set[str]]:
-    """module -> the sglang modules it imports anywhere in its source."""
+    """module -> the sglang modules it imports anywhere in its source (function bodies included; ``if
+    TYPE_CHECKING:`` blocks excluded)."""
     found: dict[str, set[str]] = {}
     for path in ROOT.joinpath("sglang").rglob("*.py"):
         mod = _module_name(path)
         is_pkg = path.name == "__init__.py"
         out: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _import_nodes(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name.startswith("sglang"))
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 if node.level:
                     base = mod.split(".") if is_pkg else mod.split(".")[:-1]
                     base = base[: len(base) - (node.level - 1)]
@@ -123,6 +147,21 @@ def _cycles() -> list[frozenset[str]]:
 def test_no_new_import_cycle_between_packages():
     for cycle in _cycles():
         assert any(cycle <= known for known in KNOWN_CYCLES), f"a new import cycle between packages: {sorted(cycle)}"
+
+
+CONFIG = ("sglang.srt.server_args", "sglang.srt.arg_groups", "sglang.srt.runtime_context", "sglang.srt.context")
+
+
+def test_platforms_and_plugins_never_call_back_into_configuration():
+    # platforms return their defaults as a mapping; resolution applies them (``ServerArgs`` only as a type)
+    for layer in ("sglang.srt.platforms", "sglang.srt.plugins"):
+        assert _violations(layer, CONFIG) == []
+
+
+def test_type_only_imports_are_no_edge_but_executed_ones_are():
+    imports = _imports()
+    assert "sglang.srt.server_args" not in imports["sglang.srt.platforms.interface"]  # under TYPE_CHECKING
+    assert "sglang.srt.arg_groups.pipeline" in imports["sglang.srt.bootstrap"]
 
 
 def test_the_check_sees_function_local_imports_and_finds_a_cycle():
