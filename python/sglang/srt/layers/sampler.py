@@ -16,6 +16,8 @@ class RequestSampler:
         self.generator = torch.Generator().manual_seed(seed)
         self.counts: dict[int, int] = {}  # output token -> occurrences (penalties)
         self.prompt_tokens: set[int] = set()
+        self.grammar: Any = None  # the request's matcher (a BaseGrammarObject) when it is constrained
+        self.grammar_backend: Any = None  # the BaseGrammarBackend that made it (its mask layout)
 
     def observe(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
@@ -50,18 +52,30 @@ def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
         logits[ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype)
 
 
+def _constrain(logits: torch.Tensor, samplers: list[RequestSampler], rows: list[int]) -> None:
+    """Mask, in the float ``logits`` [B, V], every token a constrained row's grammar does not allow next."""
+    backend = samplers[rows[0]].grammar_backend  # one backend per engine (--grammar-backend)
+    mask = backend.allocate_vocab_mask(len(samplers))
+    for i in rows:
+        samplers[i].grammar.fill_vocab_mask(mask, i)
+    backend.apply_vocab_mask(logits, mask, rows)
+
+
 def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[int], list[Any]]:
     """``logits`` [B, V] -> (token per request, logprob info per request or None).
 
     Greedy rows take the argmax of the logits as they come (a bfloat16 to
     float32 cast is exact, so the choice is the same); only penalties,
-    sampling and logprobs work on a float32 copy.
+    grammar masks, sampling and logprobs work on a float32 copy.
     """
-    if any(s.needs_penalty for s in samplers):
+    constrained = [i for i, s in enumerate(samplers) if s.grammar is not None]
+    if constrained or any(s.needs_penalty for s in samplers):
         logits = logits.float().clone()
         for i, s in enumerate(samplers):
             if s.needs_penalty:
                 _penalize(logits[i], s)
+        if constrained:
+            _constrain(logits, samplers, constrained)
     out = logits.max(-1).indices.tolist()  # max(dim) is several times faster than argmax on bfloat16; both pick the first maximum
     for i, s in enumerate(samplers):
         p = s.params

@@ -25,7 +25,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
+from sglang.srt.constrained.base_grammar_backend import GrammarError
 from sglang.srt.layers.sampler import RequestSampler
+from sglang.srt.managers.grammar_queue import GrammarQueue
 from sglang.srt.managers.io_struct import (
     AbortReq,
     EngineFatal,
@@ -69,6 +71,7 @@ class Scheduler(FaultContainment):
         self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path, runner.tokenizer_info)
         self.eos_ids = set(self.tokenizer.eos_token_ids)
         self.vocab_size = int(self.tokenizer.vocab_size)
+        self.grammars = GrammarQueue(server_args.grammar_backend, self.tokenizer, runner.model_config.vocab_size)
         self.live: dict[str, Req] = {}  # every admitted, unfinished request
         self.guard = LoopGuard()
         self.waiting: deque[Req] = deque()
@@ -111,10 +114,30 @@ class Scheduler(FaultContainment):
             req.finished_reason = {"type": "length", "length": 0}
             self.outbox.append(build_output([req]))
             return
-        self.waiting.append(req)
+        try:
+            parked = self.grammars.park(req)
+        except GrammarError as exc:
+            self.outbox.append(SchedulerError(msg.rid, str(exc)))
+            return
+        if not parked:
+            self.waiting.append(req)
         self.live[req.rid] = req
 
+    def _admit_compiled(self) -> None:
+        """Constrained requests whose grammar is ready join the waiting queue; a constraint that does not compile fails its request (400)."""
+        ready, failed = self.grammars.take_ready()
+        self.waiting.extend(ready)
+        for req, why, status in failed:
+            self.live.pop(req.rid, None)
+            req.finished_reason = {"type": "abort", "message": why}
+            self.outbox.append(SchedulerError(req.rid, why, status))
+
     def abort(self, rid: str) -> None:
+        parked = self.grammars.remove(rid)
+        if parked is not None:
+            self.live.pop(rid, None)
+            parked.finished_reason = {"type": "abort"}
+            self.outbox.append(build_output([parked]))
         for r in list(self.waiting):
             if r.rid == rid:
                 self.waiting.remove(r)
@@ -292,9 +315,14 @@ class Scheduler(FaultContainment):
             return
         req.output_ids.append(tok)
         req.pending.append(tok)
+        grammar = req.sampler.grammar
+        if grammar is not None and not grammar.accept_token(tok):
+            raise GrammarError(f"token {tok} breaks the request's {req.params.constraint[0]} constraint")  # type: ignore[index]
         if info is not None:
             req.pending_logprobs.append(info)
         req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
+        if req.finished_reason is None and grammar is not None and grammar.is_terminated():
+            req.finished_reason = {"type": "stop", "matched": tok}  # the grammar is complete: nothing can follow
         if req.finished_reason is not None:
             if req in self.running:
                 self.running.remove(req)
@@ -308,6 +336,8 @@ class Scheduler(FaultContainment):
     def step(self) -> bool:
         """One scheduling iteration, faults contained; False when there was nothing to run."""
         try:
+            if self.grammars.parked:
+                self._admit_compiled()
             batch = self.get_next_batch_to_run()
         except Exception as exc:
             self._sweep_orphans(exc)  # requests the lost batch had taken
@@ -315,6 +345,7 @@ class Scheduler(FaultContainment):
             return False
         if batch is None:
             self.guard.ok()
+            self.grammars.wait()
             return False
         try:
             result = self.run_batch(batch)
@@ -340,7 +371,7 @@ class Scheduler(FaultContainment):
         return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures())
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked_req)
+        return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked)
 
     def event_loop(self) -> None:
         """Serve until a fatal fault: receive, schedule, run, send."""

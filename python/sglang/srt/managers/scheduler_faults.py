@@ -14,11 +14,14 @@ import logging
 import os
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
 from sglang.srt.managers.io_struct import SchedulerError, TokenizedGenerateReqInput
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.grammar_queue import GrammarQueue
 
 logger = logging.getLogger("sglang.srt.managers.scheduler")
 
@@ -64,7 +67,7 @@ class LoopGuard:
 
 class FaultContainment:
     """The scheduler's per-request fault handling (a mixin of ``Scheduler``, which provides the
-    queues, ``live``, ``outbox``, ``guard``, ``run_batch``, ``process_batch_result`` and ``_release``)."""
+    queues, ``grammars``, ``live``, ``outbox``, ``guard``, ``run_batch``, ``process_batch_result`` and ``_release``)."""
 
     live: dict[str, Req]
     waiting: deque[Req]
@@ -72,6 +75,7 @@ class FaultContainment:
     chunked_req: Req | None
     outbox: list[Any]
     guard: LoopGuard
+    grammars: GrammarQueue
 
     def fail_request(self, req: Req, exc: BaseException | str) -> None:
         """End ``req`` with an error its client receives; its pages go back. Idempotent."""
@@ -95,7 +99,7 @@ class FaultContainment:
 
     def _sweep_orphans(self, exc: BaseException) -> None:
         """After a failed step: fail every admitted request that no queue holds any more."""
-        held = {id(r) for r in (*self.waiting, *self.running, *([self.chunked_req] if self.chunked_req else []))}
+        held = {id(r) for r in (*self.waiting, *self.running, *([self.chunked_req] if self.chunked_req else []), *self.grammars.holds())}
         for req in list(self.live.values()):
             if req.finished_reason is not None:
                 self.live.pop(req.rid, None)

@@ -9,6 +9,7 @@ validation") lists the same rows.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -21,6 +22,8 @@ MAX_STOP_CHARS = 256
 MAX_STOP_TOKEN_IDS = 256
 MAX_LOGIT_BIAS = 1024
 MAX_TOP_LOGPROBS = 20
+MAX_CONSTRAINT_CHARS = 1 << 16  # a JSON schema, regex or EBNF grammar
+CONSTRAINT_FIELDS = {"json_schema": "json", "regex": "regex", "ebnf": "ebnf"}  # field -> grammar-backend constraint kind
 
 
 class SamplingParamsError(ValueError):
@@ -29,6 +32,17 @@ class SamplingParamsError(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+def json_schema_problem(text: str) -> str | None:
+    """Why ``text`` is no JSON schema (a JSON object, or upstream's ``$$ANY$$`` for any JSON value), or ``None``."""
+    if text == "$$ANY$$":
+        return None
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        return f"is not valid JSON: {exc}"
+    return None if isinstance(schema, (dict, bool)) else "must be a JSON object (a JSON Schema), given as a string"
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,10 @@ class SamplingParams:
     logprob_start_len: int = -1  # with logprobs: also the prompt's token log-probabilities from this position
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] = field(default_factory=dict)
+    # constrained decoding, at most one (upstream's names): a JSON schema as a string, a regex, an EBNF grammar
+    json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, vocab_size: int | None = None) -> SamplingParams:
@@ -162,6 +180,28 @@ class SamplingParams:
                 raise SamplingParamsError(f"logit_bias[{k!r}] must be a number in [{lo:g}, {hi:g}], got {v!r}", "logit_bias")
             bias[key] = float(v)
         self.logit_bias = bias
+        self._validate_constraint()
+
+    def _validate_constraint(self) -> None:
+        given = [name for name in CONSTRAINT_FIELDS if getattr(self, name) is not None]
+        for name in given:
+            v = getattr(self, name)
+            if not isinstance(v, str) or not 0 < len(v) <= MAX_CONSTRAINT_CHARS:
+                raise SamplingParamsError(f"{name} must be a non-empty string of at most {MAX_CONSTRAINT_CHARS} characters", name)
+        if len(given) > 1:
+            raise SamplingParamsError(f"at most one constraint per request; got {given} (pick one of {list(CONSTRAINT_FIELDS)})", given[1])
+        problem = json_schema_problem(self.json_schema) if self.json_schema is not None else None
+        if problem is not None:
+            raise SamplingParamsError(f"json_schema {problem}", "json_schema")
+
+    @property
+    def constraint(self) -> tuple[str, str] | None:
+        """``(kind, text)`` for the grammar backend, or ``None`` for free decoding."""
+        for name, kind in CONSTRAINT_FIELDS.items():
+            v = getattr(self, name)
+            if v is not None:
+                return kind, v
+        return None
 
     def normalise(self) -> None:
         """One meaning per value: a near-zero temperature is greedy; top_k 0 is off."""

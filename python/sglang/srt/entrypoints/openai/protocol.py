@@ -10,6 +10,7 @@ accepted because they do not change the output.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -29,12 +30,14 @@ from sglang.srt.managers.tokenizer_manager import unicode_problem
 from sglang.srt.sampling.sampling_params import (
     LIMITS,
     LOGIT_BIAS_RANGE,
+    MAX_CONSTRAINT_CHARS,
     MAX_LOGIT_BIAS,
     MAX_STOP_CHARS,
     MAX_STOP_STRINGS,
     MAX_STOP_TOKEN_IDS,
     MAX_TOP_LOGPROBS,
     SamplingParams,
+    json_schema_problem,
 )
 
 MAX_N = 16
@@ -53,6 +56,17 @@ def _unicode(v: str) -> str:
 
 Text = Annotated[StrictStr, AfterValidator(_unicode)]
 StopText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STOP_CHARS), AfterValidator(_unicode)]
+ConstraintText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_CONSTRAINT_CHARS), AfterValidator(_unicode)]
+
+
+def _schema_text(v: str) -> str:
+    problem = json_schema_problem(v)
+    if problem is not None:
+        raise ValueError(f"json_schema {problem}")
+    return v
+
+
+SchemaText = Annotated[ConstraintText, AfterValidator(_schema_text)]
 TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -90,6 +104,36 @@ class StreamOptions(_Req):
     include_usage: StrictBool = False
 
 
+class JsonSchemaFormat(_Req):
+    """``response_format.json_schema`` as OpenAI defines it (``schema`` absent: any JSON object)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    name: Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    description: Text | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: StrictBool | None = None
+
+
+class ResponseFormat(_Req):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_iff_json_schema(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("response_format.json_schema is required with type 'json_schema' and allowed only with it")
+        return self
+
+    def constraint(self) -> str | None:
+        """The ``json_schema`` sampling parameter this format asks for (upstream's mapping), or ``None`` for text."""
+        if self.type == "json_object":
+            return '{"type": "object"}'
+        if self.type == "json_schema":
+            assert self.json_schema is not None
+            return json.dumps(self.json_schema.schema_ if self.json_schema.schema_ is not None else {"type": "object"})
+        return None
+
+
 class _Sampling(_NoEffect):
     model: Text | None = None
     max_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
@@ -111,21 +155,27 @@ class _Sampling(_NoEffect):
     ignore_eos: StrictBool | None = None
     stop_token_ids: StopTokenIds | None = None
     skip_special_tokens: StrictBool | None = None
-    # the constrained-decoding fields: accepted only when they ask for nothing
-    response_format: dict[str, Any] | None = None
+    # constrained decoding: OpenAI's response_format, or one of upstream's extra fields
+    response_format: ResponseFormat | None = None
+    json_schema: SchemaText | None = None
+    regex: ConstraintText | None = None
+    ebnf: ConstraintText | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
 
+    def constraints(self) -> dict[str, str]:
+        """The constraint sampling parameters this request asks for (the engine takes at most one)."""
+        out = {name: v for name in ("json_schema", "regex", "ebnf") if (v := getattr(self, name)) is not None}
+        from_format = self.response_format.constraint() if self.response_format is not None else None
+        if from_format is not None:
+            out["response_format"] = from_format
+        return out
+
     @model_validator(mode="after")
     def _unsupported(self) -> _Sampling:
-        rf = self.response_format
-        if rf is not None:
-            kind = rf.get("type")
-            if kind not in ("text", "json_object", "json_schema"):
-                raise ValueError(f"response_format.type must be 'text', 'json_object' or 'json_schema', got {kind!r}")
-            if kind != "text":
-                raise ValueError(f"response_format {kind!r} is not supported by this server (constrained decoding); "
-                                 "omit response_format or use {'type': 'text'}")
+        given = self.constraints()
+        if len(given) > 1:
+            raise ValueError(f"at most one constraint per request; got {sorted(given)}")
         if self.tools:
             raise ValueError("tools are not supported by this server (tool calling); omit 'tools'")
         if self.tool_choice not in (None, "none", "auto") or (self.tool_choice == "auto" and self.tools):
@@ -172,14 +222,24 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: StrictBool | None = None
 
 
+class _OneConstraint(_Req):
+    @model_validator(mode="after")
+    def _at_most_one(self) -> _OneConstraint:
+        given = [name for name in ("json_schema", "regex", "ebnf") if getattr(self, name, None) is not None]
+        if len(given) > 1:
+            raise ValueError(f"at most one constraint per request; got {given}")
+        return self
+
+
 def _sampling_model() -> type[BaseModel]:
     """The ``sampling_params`` object of ``/generate``: every ``SamplingParams`` field, strictly typed."""
-    special = {"stop": Stop, "stop_token_ids": StopTokenIds, "logit_bias": LogitBias}
+    special = {"stop": Stop, "stop_token_ids": StopTokenIds, "logit_bias": LogitBias,
+               "json_schema": SchemaText, "regex": ConstraintText, "ebnf": ConstraintText}
     fields: dict[str, Any] = {}
     for name in SamplingParams.__dataclass_fields__:
         ann = special.get(name) or limited(name)
         fields[name] = (ann | None, None)
-    return create_model("GenerateSamplingParams", __base__=_Req, **fields)
+    return create_model("GenerateSamplingParams", __base__=_OneConstraint, **fields)
 
 
 GenerateSamplingParams = _sampling_model()

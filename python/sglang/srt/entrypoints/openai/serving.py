@@ -55,6 +55,8 @@ def sampling_params(req: _Sampling, prompt_len: int, context: int, logprobs: int
             sp[dst] = v
     if req.stop is not None:
         sp["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
+    for name, text in req.constraints().items():
+        sp["json_schema" if name == "response_format" else name] = text
     if logprobs:
         sp["logprobs"] = True
         sp["top_logprobs_num"] = max(0, logprobs - 1) if logprobs > 0 else 0
