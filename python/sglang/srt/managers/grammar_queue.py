@@ -2,8 +2,9 @@
 
 The scheduler owns one :class:`GrammarQueue`. A request with a constraint parks here while a worker
 thread compiles it (once per distinct constraint: a bounded cache of futures), so a slow compile never
-stalls other requests; the backend itself is created on that thread at the first constrained request,
-so a server that never sees one never imports it. Once compiled, the request gets its own matcher and
+stalls other requests; the backend itself is created on that thread too, in the background from
+start-up (:meth:`GrammarQueue.warm_up`), so neither start-up nor the first constrained request waits
+for its import. Once compiled, the request gets its own matcher and
 joins the waiting queue; when its constraint does not compile, it fails alone with the compiler's
 message (400).
 """
@@ -40,21 +41,33 @@ class GrammarQueue:
         self._cache: OrderedDict[Constraint, concurrent.futures.Future[Any]] = OrderedDict()
         self.parked: list[tuple[Req, concurrent.futures.Future[Any]]] = []
 
-    def _compile(self, key: Constraint) -> Any:  # on the worker thread
+    def _ensure_backend(self) -> BaseGrammarBackend | None:  # on the worker thread
         with self._backend_lock:
             if self.backend is None:
                 self.backend = create_grammar_backend(self.backend_name, self._tokenizer, self._vocab_size)
-        assert self.backend is not None
-        return self.backend.compile(key)
+        return self.backend
+
+    def _compile(self, key: Constraint) -> Any:  # on the worker thread
+        backend = self._ensure_backend()
+        assert backend is not None
+        return backend.compile(key)
+
+    def _submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-compile")
+        return self._pool.submit(fn, *args)
+
+    def warm_up(self) -> None:
+        """Create the backend on the worker thread now (its import takes seconds); a failure shows at the first constrained request."""
+        if self.backend_name != NO_BACKEND:
+            self._submit(self._ensure_backend)
 
     def _future(self, key: Constraint) -> concurrent.futures.Future[Any]:
         fut = self._cache.get(key)
         if fut is not None:
             self._cache.move_to_end(key)
             return fut
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grammar-compile")
-        fut = self._cache[key] = self._pool.submit(self._compile, key)
+        fut = self._cache[key] = self._submit(self._compile, key)
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return fut

@@ -72,6 +72,7 @@ class Scheduler(FaultContainment):
         self.eos_ids = set(self.tokenizer.eos_token_ids)
         self.vocab_size = int(self.tokenizer.vocab_size)
         self.grammars = GrammarQueue(server_args.grammar_backend, self.tokenizer, runner.model_config.vocab_size)
+        self.grammars.warm_up()
         self.live: dict[str, Req] = {}  # every admitted, unfinished request
         self.guard = LoopGuard()
         self.waiting: deque[Req] = deque()
