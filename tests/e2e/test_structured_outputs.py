@@ -182,3 +182,75 @@ def test_a_server_without_a_grammar_backend_refuses_constraints_with_400(tmp_pat
         assert generate(s, {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 200
     finally:
         s.stop()
+
+
+WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+                  "required": ["city", "unit"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": WEATHER_PARAMS}},
+         {"type": "function", "function": {"name": "get_time", "description": "Current time in a city",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                                                          "required": ["city"], "additionalProperties": False}}}]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo"]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_tool_choice_required_returns_valid_arguments_for_the_schema(client, temperature):
+    def one(city):
+        return chat(client, f"What's the weather like in {city}?", temperature, tools=TOOLS, tool_choice="required", max_tokens=120).choices[0]
+
+    for city, choice in zip(CITIES, many(one, CITIES)):
+        assert choice.finish_reason == "tool_calls", (city, choice)
+        (call,) = choice.message.tool_calls
+        assert call.id.startswith("call_") and call.type == "function"
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+
+
+def test_a_named_tool_choice_calls_that_function_streamed_in_the_openai_shape(client):
+    named = {"type": "function", "function": {"name": "get_time"}}
+    whole = chat(client, "What time is it in Lima?", 0.0, tools=TOOLS, tool_choice=named, max_tokens=60).choices[0]
+    assert whole.finish_reason == "tool_calls" and whole.message.content is None
+    assert whole.message.tool_calls[0].function.name == "get_time"
+    jsonschema.validate(json.loads(whole.message.tool_calls[0].function.arguments), SCHEMAS["get_time"])
+    deltas, reasons = [], []
+    for ev in chat(client, "What time is it in Lima?", 0.0, tools=TOOLS, tool_choice=named, max_tokens=60, stream=True):
+        deltas += ev.choices[0].delta.tool_calls or []
+        reasons.append(ev.choices[0].finish_reason)
+    assert [d.index for d in deltas] == [0] and deltas[0].id.startswith("call_") and deltas[0].type == "function"
+    assert (deltas[0].function.name, deltas[0].function.arguments) == ("get_time", whole.message.tool_calls[0].function.arguments)
+    assert reasons[-1] == "tool_calls"
+
+
+def test_a_tool_result_in_the_history_is_answered(client):
+    first = chat(client, "What's the weather like in Oslo?", 0.0, tools=TOOLS, tool_choice="required", max_tokens=120).choices[0]
+    call = first.message.tool_calls[0]
+    history = [{"role": "user", "content": "What's the weather like in Oslo?"},
+               {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+               {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 12, "sky": "cloudy"}'}]
+    r = client.chat.completions.create(model="default", messages=history, tools=TOOLS, tool_choice="none", temperature=0, max_tokens=40)
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls
+
+
+def test_auto_answers_with_text_or_with_calls_to_known_functions(client):
+    for city in CITIES[:3]:
+        choice = chat(client, f"Call a tool to get the weather in {city}.", 0.0, tools=TOOLS, max_tokens=120).choices[0]
+        if choice.message.tool_calls:
+            assert choice.finish_reason == "tool_calls"
+            for call in choice.message.tool_calls:
+                assert call.function.name in SCHEMAS and isinstance(json.loads(call.function.arguments), dict)
+        else:
+            assert choice.finish_reason in ("stop", "length") and choice.message.content
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "launch"}}}, "tool_choice names the function 'launch'"),
+    ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "at most one constraint"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}], "tool_choice": "required"},
+     "the JSON schema does not compile"),
+])
+def test_bad_tool_requests_get_400(server, body, fragment):
+    req = urllib.request.Request(server.url + "/v1/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"model": "default", "messages": [{"role": "user", "content": "hi"}], **body}).encode())
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=60)
+    assert info.value.code == 400 and fragment in json.loads(info.value.read())["error"]["message"]

@@ -36,7 +36,8 @@ class Tokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+                            tools: list[dict[str, Any]] | None = None) -> str:
         if not self.chat_template:
             raise ValueError("this model has no chat template; use the completions API with a plain prompt")
         if self._template is None:
@@ -50,7 +51,8 @@ class Tokenizer:
             self._template = env.from_string(self.chat_template)
         bos = self.backend.id_to_token(self.bos_token_id) if self.bos_token_id is not None else ""
         eos = self.backend.id_to_token(min(self.eos_token_ids)) if self.eos_token_ids else ""
-        return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos)
+        extra = {"tools": tools} if tools else {}
+        return self._template.render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos, **extra)
 
 
 def _from_gguf_info(info: dict[str, Any]) -> Tokenizer:

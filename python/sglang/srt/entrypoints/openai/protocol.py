@@ -160,8 +160,6 @@ class _Sampling(_NoEffect):
     json_schema: SchemaText | None = None
     regex: ConstraintText | None = None
     ebnf: ConstraintText | None = None
-    tools: list[Any] | None = None
-    tool_choice: Any = None
 
     def constraints(self) -> dict[str, str]:
         """The constraint sampling parameters this request asks for (the engine takes at most one)."""
@@ -172,14 +170,10 @@ class _Sampling(_NoEffect):
         return out
 
     @model_validator(mode="after")
-    def _unsupported(self) -> _Sampling:
+    def _one_constraint(self) -> _Sampling:
         given = self.constraints()
         if len(given) > 1:
             raise ValueError(f"at most one constraint per request; got {sorted(given)}")
-        if self.tools:
-            raise ValueError("tools are not supported by this server (tool calling); omit 'tools'")
-        if self.tool_choice not in (None, "none", "auto") or (self.tool_choice == "auto" and self.tools):
-            raise ValueError(f"tool_choice {self.tool_choice!r} is not supported: this server has no tool calling")
         return self
 
 
@@ -209,17 +203,79 @@ class TextPart(_Req):
     text: Text
 
 
+FunctionName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+MAX_TOOLS = 128
+
+
+class FunctionDef(_Req):
+    name: FunctionName
+    description: Text | None = None
+    parameters: dict[str, Any] | None = None  # a JSON schema of the arguments object
+    strict: StrictBool | None = None
+
+
+class Tool(_Req):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionRef(_Req):
+    name: FunctionName
+
+
+class NamedToolChoice(_Req):
+    type: Literal["function"]
+    function: FunctionRef
+
+
+class CalledFunction(_Req):
+    name: FunctionName
+    arguments: Text
+
+
+class ToolCall(_Req):
+    id: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+    type: Literal["function"]
+    function: CalledFunction
+
+
 class ChatMessage(_Req):
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: Text | Annotated[list[TextPart], Field(max_length=MAX_CONTENT_PARTS)] | None = None
     name: Text | None = None
+    tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = None  # an assistant's earlier calls
+    tool_call_id: Annotated[StrictStr, Field(min_length=1, max_length=128)] | None = None  # a tool result's call
+
+    @model_validator(mode="after")
+    def _tool_fields_by_role(self) -> ChatMessage:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"tool_calls is allowed only in assistant messages, not in a {self.role} message")
+        if self.tool_call_id is not None and self.role != "tool":
+            raise ValueError(f"tool_call_id is allowed only in tool messages, not in a {self.role} message")
+        return self
 
 
 class ChatCompletionRequest(_Sampling):
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     logprobs: StrictBool = False
     top_logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
+    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _tool_choice_fits_the_tools(self) -> ChatCompletionRequest:
+        names = [t.function.name for t in self.tools or []]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tools holds a function name twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        choice = self.tool_choice
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise ValueError(f"tool_choice names the function {choice.function.name!r}, which is not in tools {names}")
+        if choice == "required" and not names:
+            raise ValueError("tool_choice 'required' needs tools")
+        if names and choice not in (None, "none", "auto") and self.constraints():
+            raise ValueError(f"at most one constraint per request; got tool_choice and {sorted(self.constraints())}")
+        return self
 
 
 class _OneConstraint(_Req):

@@ -17,6 +17,16 @@ from typing import Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, hook_of
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
+from sglang.srt.function_call import (
+    ParsedCall,
+    StreamSplitter,
+    ToolPlan,
+    parse_tool_calls,
+    plan_tools,
+    render_tool_messages,
+    template_renders_tools,
+)
+from sglang.srt.function_call.parser import parse_forced_calls
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, check_text
 from sglang.utils.http_common import error_body
 
@@ -77,17 +87,25 @@ class OpenAIServing:
             raise ModelNotFound(f"The model '{name}' does not exist; this server serves '{self.model}' (see GET /v1/models)")
 
     # -- requests -----------------------------------------------------------------------
-    def _chat_ids(self, req: ChatCompletionRequest) -> list[int]:
+    def _chat_ids(self, req: ChatCompletionRequest, plan: ToolPlan | None) -> list[int]:
         messages = []
         for m in req.messages:
             content = m.content
             if isinstance(content, list):  # text parts only (the schema admits no other)
                 content = "".join(p.text for p in content)
-            messages.append({"role": m.role, "content": content or ""})
+            msg: dict[str, Any] = {"role": m.role, "content": content or ""}
+            if m.tool_calls is not None:
+                msg["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+            if m.tool_call_id is not None:
+                msg["tool_call_id"] = m.tool_call_id
+            messages.append(msg)
+        tools = plan.tools if plan is not None else None
+        if not template_renders_tools(self.tok.chat_template):  # the documented fallback (function_call.tool_prompt)
+            messages, tools = render_tool_messages(messages, tools), None
         from jinja2 import TemplateError
 
         try:
-            text = self.tok.apply_chat_template(messages, add_generation_prompt=True)
+            text = self.tok.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
         except (ValueError, TemplateError) as exc:  # the model's template refused these messages (e.g. a sandbox limit)
             raise RequestError(f"the chat template cannot render these messages: {exc}", "messages") from None
         check_text(text, "messages")
@@ -109,12 +127,13 @@ class OpenAIServing:
             out.append(self.tok.encode(one))
         return out
 
-    async def _open(self, prompts: list[list[int]], req: _Sampling, logprobs: int, prompt_logprobs: bool = False) -> list[Any]:
+    async def _open(self, prompts: list[list[int]], req: _Sampling, logprobs: int, prompt_logprobs: bool = False,
+                    extra: dict[str, Any] | None = None) -> list[Any]:
         """``req.n`` requests per prompt, prompt-major (choice index = prompt index * n + sample index)."""
         states: list[Any] = []
         try:
             for ids in prompts:
-                sp = sampling_params(req, len(ids), self.context, logprobs)
+                sp = {**sampling_params(req, len(ids), self.context, logprobs), **(extra or {})}
                 if prompt_logprobs:
                     sp["logprob_start_len"] = 0
                 for i in range(req.n):
@@ -138,12 +157,13 @@ class OpenAIServing:
         return self.tok.decode([t], skip_special_tokens=False)
 
     async def _run(self, prompts: list[list[int]], req: _Sampling, logprobs: int, obj: str,
-                   prompt_logprobs: bool = False) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
+                   prompt_logprobs: bool = False, plan: ToolPlan | None = None) -> tuple[list[Any], str, int, AsyncIterator[str] | None]:
         """Open ``req.n`` requests per prompt; either a stream of SSE lines, or the finished states."""
-        states = await self._open(prompts, req, logprobs, prompt_logprobs)
+        extra = {"json_schema": plan.json_schema} if plan is not None and plan.json_schema else None
+        states = await self._open(prompts, req, logprobs, prompt_logprobs, extra)
         rid, created = f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return states, rid, created, self._stream(states, rid, created, obj, req)
+            return states, rid, created, self._stream(states, rid, created, obj, req, plan)
         try:
             for st in states:
                 async for _ in self.engine.stream_request(st):
@@ -187,11 +207,22 @@ class OpenAIServing:
             at += len(t)
         return {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
 
+    @staticmethod
+    def _tool_result(plan: ToolPlan, text: str) -> tuple[str, list[ParsedCall]]:
+        """``(content, calls)`` of one choice's output under ``plan``; no calls when the output holds none
+        (or, under a forcing grammar, was cut short by ``max_tokens``)."""
+        if plan.json_schema is not None:
+            calls = parse_forced_calls(text, set(plan.names), plan.named)
+            return ("", calls) if calls else (text, [])
+        return parse_tool_calls(text, set(plan.names))
+
     async def chat(self, req: ChatCompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
         self.check_model(req.model)
-        ids = await asyncio.to_thread(self._chat_ids, req)
+        choice = req.tool_choice.model_dump() if req.tool_choice is not None and not isinstance(req.tool_choice, str) else req.tool_choice
+        plan = plan_tools([t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None, choice, req.parallel_tool_calls)
+        ids = await asyncio.to_thread(self._chat_ids, req, plan)
         logprobs = (req.top_logprobs or 0) + 1 if req.logprobs else 0
-        states, rid, created, stream = await self._run([ids], req, logprobs, "chat.completion.chunk")
+        states, rid, created, stream = await self._run([ids], req, logprobs, "chat.completion.chunk", plan=plan)
         if stream is not None:
             return stream
         choices = []
@@ -201,16 +232,26 @@ class OpenAIServing:
                 lp = {"content": [{"token": self._token_str(t), "logprob": v, "bytes": list(self._token_str(t).encode()),
                                    "top_logprobs": [{"token": self._token_str(a), "logprob": b, "bytes": list(self._token_str(a).encode())} for a, b in top]}
                                   for t, (v, top) in zip(st.output_ids, st.logprobs)]}
-            choices.append({"index": i, "message": {"role": "assistant", "content": st.text}, "logprobs": lp,
-                            "finish_reason": finish_reason(st.finished)})
+            message: dict[str, Any] = {"role": "assistant", "content": st.text}
+            reason = finish_reason(st.finished)
+            if plan is not None and plan.parses:
+                content, calls = self._tool_result(plan, st.text)
+                if calls:
+                    message = {"role": "assistant", "content": content.strip() or None, "tool_calls": [c.to_openai() for c in calls]}
+                    reason = "tool_calls"
+            choices.append({"index": i, "message": message, "logprobs": lp, "finish_reason": reason})
         return {"id": rid, "object": "chat.completion", "created": created, "model": self.model, "choices": choices, "usage": self._usage(states)}
 
-    async def _stream(self, states: list[Any], rid: str, created: int, obj: str, req: _Sampling) -> AsyncIterator[str]:
+    async def _stream(self, states: list[Any], rid: str, created: int, obj: str, req: _Sampling,
+                      plan: ToolPlan | None = None) -> AsyncIterator[str]:
         chat = obj == "chat.completion.chunk"
+        tools = plan is not None and plan.parses
 
-        def chunk(i: int, text: str | None, reason: str | None, first: bool = False) -> str:
+        def chunk(i: int, text: str | None, reason: str | None, first: bool = False, calls: list[ParsedCall] | None = None) -> str:
             if chat:
                 delta: dict[str, Any] = {"role": "assistant", "content": text or ""} if first else ({"content": text} if text else {})
+                if calls:
+                    delta["tool_calls"] = [c.to_openai(index=k) for k, c in enumerate(calls)]
                 choice: dict[str, Any] = {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
             else:
                 choice = {"index": i, "text": text or "", "logprobs": None, "finish_reason": reason}
@@ -218,11 +259,19 @@ class OpenAIServing:
 
         try:
             for i, st in enumerate(states):
-                first = True
+                first, sent = True, ""
+                splitter = StreamSplitter() if tools and plan.json_schema is None else None  # type: ignore[union-attr]
                 async for c in self.engine.stream_request(st):
                     reason = finish_reason(st.finished) if c["meta_info"]["finish_reason"] is not None else None
-                    if c["delta"] or first or reason:
-                        yield chunk(i, c["delta"], reason, first)
+                    text = c["delta"] if not tools else splitter.feed(c["delta"]) if splitter is not None else ""  # a forced call: held whole
+                    calls: list[ParsedCall] = []
+                    if tools and reason is not None:  # the output is complete: send what was held, as content or calls
+                        content, calls = self._tool_result(plan, st.text)  # type: ignore[arg-type]
+                        text += content[len(sent) + len(text):] if content.startswith(sent + text) else ""
+                        reason = "tool_calls" if calls else reason
+                    sent += text
+                    if text or first or reason:
+                        yield chunk(i, text, reason, first, calls)
                         first = False
         except Exception as exc:  # the engine failed this request (or died): tell the client, then end the stream
             logger.warning("stream %s failed: %s", rid, exc)
