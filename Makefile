@@ -54,6 +54,7 @@ bench: install-test kernels
 	$(PY) bench/offline.py
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py
+	$(PY) bench/structured.py
 	$(PY) bench/soak.py
 
 clean:
