@@ -166,3 +166,42 @@ def test_zero_new_tokens_finishes_without_a_forward(sched):
     before = sched.forward_ct
     r = next(iter(run(sched, [chat(sched, PROMPTS[3])], max_new_tokens=0).values()))
     assert r["ids"] == [] and r["reason"] == {"type": "length", "length": 0} and sched.forward_ct == before
+
+
+PEOPLE = ('{"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "object", "additionalProperties": false, '
+          '"required": ["name", "age"], "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}}}}')
+
+
+def test_jump_forward_appends_forced_tokens_in_fewer_steps_and_the_output_still_parses(sched):
+    import json
+
+    sched.tree.reset()
+    prompt = chat(sched, "Two people as JSON.")
+    got = {}
+    for jump in (False, True):
+        sched.jump_forward = jump
+        before = sched.forward_ct
+        (out,) = run(sched, [prompt], json_schema=PEOPLE, max_new_tokens=80, ignore_eos=False).values()
+        got[jump] = (sched.forward_ct - before, sched.tokenizer.decode(out["ids"]), out["reason"])
+    sched.jump_forward = True
+    for _steps, text, reason in got.values():
+        data = json.loads(text)
+        assert len(data) == 2 and all(set(p) == {"name", "age"} for p in data) and reason["type"] == "stop"
+    assert got[True][0] < got[False][0] * 0.8, got  # '[{"name": "', '", "age": ' ... cost no decode step
+
+
+def test_a_complete_grammar_stops_the_request_even_with_ignore_eos(sched):
+    (out,) = run(sched, [chat(sched, "A year?")], regex="(19|20)[0-9]{2}", max_new_tokens=30, ignore_eos=True).values()
+    text = sched.tokenizer.decode(out["ids"])
+    assert len(text) == 4 and text.isdigit() and out["reason"]["type"] == "stop"
+
+
+def test_a_request_aborted_while_its_grammar_compiles_ends_and_leaves_nothing(sched):
+    sched.add_request(TokenizedGenerateReqInput("parked", chat(sched, "hi"), {"regex": "[a-z]{3,9} parked", "max_new_tokens": 8}))
+    assert [r.rid for r in sched.grammars.holds()] == ["parked"]
+    sched.abort("parked")
+    assert sched.grammars.holds() == [] and "parked" not in sched.live
+    (msg,) = [o for o in sched.outbox if isinstance(o, BatchTokenIDOut)]
+    assert msg.rids == ["parked"] and msg.finished_reasons == [{"type": "abort"}]
+    sched.outbox.clear()
+    assert not sched.has_work()

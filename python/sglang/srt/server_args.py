@@ -54,6 +54,8 @@ class ServerArgs:
     random_seed: int = arg(0, Arg("seed of the samplers' random state"), NS("exec"))
     grammar_backend: str = arg("xgrammar", Arg("constrained-decoding backend for json_schema / regex / ebnf, response_format and tools "
                                                 "(none: such requests get 400; plugins add backends with register_grammar_backend)"), NS("exec"))
+    disable_jump_forward: bool = arg(False, Arg("decode every token of a constrained request; by default the tokens its grammar forces "
+                                                 "are appended without a decode step each and prefilled in one extend step"), NS("exec"))
     disable_cuda_graph: bool = arg(False, Arg("never capture device graphs", resolvable=True), NS("exec.graph"))
     cuda_graph_max_bs: int | None = arg(None, Arg("largest batch size captured as a graph", resolvable=True), NS("exec.graph"))
     enable_torch_compile: bool = arg(False, Arg("compile the decode step with torch.compile", resolvable=True), NS("exec.compile"))

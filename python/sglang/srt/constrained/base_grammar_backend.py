@@ -51,7 +51,8 @@ class BaseGrammarObject(ABC):
         """The grammar is complete and accepted a stop token: the request is done (``finish_reason: "stop"``)."""
 
     def try_jump_forward(self) -> list[int] | None:
-        """Tokens the grammar forces next, if the backend can tell (none by default)."""
+        """Tokens the grammar forces next, if the backend can tell (none by default), without accepting
+        them: the scheduler accepts each one it appends (jump-forward; ``--disable-jump-forward`` turns it off)."""
         return None
 
 

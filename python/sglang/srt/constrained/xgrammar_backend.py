@@ -39,6 +39,9 @@ class XGrammarGrammar(BaseGrammarObject):
     def is_terminated(self) -> bool:
         return bool(self.matcher.is_terminated())
 
+    def try_jump_forward(self) -> list[int] | None:
+        return list(self.matcher.find_jump_forward_tokens()) or None  # the matcher is unchanged until they are accepted
+
 
 class XGrammarBackend(BaseGrammarBackend):
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:

@@ -41,6 +41,7 @@ from sglang.srt.managers.profiler import RankProfiler
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import order_waiting
 from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard, SchedulerFatalError
+from sglang.srt.managers.scheduler_kv import KVPages
 from sglang.srt.managers.scheduler_output import build_output, check_finished
 from sglang.srt.managers.tp_worker import TpModelWorker
 from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class Scheduler(FaultContainment):
+class Scheduler(FaultContainment, KVPages):
     def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
         from sglang.srt.mem_cache.radix_cache import RadixCache
         from sglang.srt.tokenizer import load_tokenizer
@@ -73,6 +74,7 @@ class Scheduler(FaultContainment):
         self.vocab_size = int(self.tokenizer.vocab_size)
         self.grammars = GrammarQueue(server_args.grammar_backend, self.tokenizer, runner.model_config.vocab_size)
         self.grammars.warm_up()
+        self.jump_forward = not server_args.disable_jump_forward
         self.live: dict[str, Req] = {}  # every admitted, unfinished request
         self.guard = LoopGuard()
         self.waiting: deque[Req] = deque()
@@ -149,57 +151,6 @@ class Scheduler(FaultContainment):
         for r in [*self.running, *([self.chunked_req] if self.chunked_req else [])]:
             if r.rid == rid:
                 r.aborted = True
-
-    # -- KV pages ------------------------------------------------------------------
-    def _alloc(self, n: int) -> list[int] | None:
-        pages = self.allocator.alloc(n)
-        if pages is None and self.tree is not None:
-            self.tree.evict(n - self.allocator.available_pages())
-            pages = self.allocator.alloc(n)
-        return pages
-
-    def _ensure_pages(self, req: Req, tokens: int) -> bool:
-        need = -(-tokens // self.page_size) - len(req.pages)
-        if need <= 0:
-            return True
-        pages = self._alloc(need)
-        if pages is None:
-            return False
-        req.pages.extend(pages)
-        return True
-
-    def _match_prefix(self, req: Req) -> None:
-        if self.tree is None or req.kv_len or req.last_node is not None:
-            return
-        upto = len(req.fill_ids) - 1  # keep one token to compute
-        if req.input_lp_from is not None and not req.output_ids:  # prompt log-probabilities need the logits from there on
-            upto = min(upto, req.input_lp_from - 1)
-        pages, node = self.tree.match_prefix(req.fill_ids[:upto])
-        self.tree.inc_lock_ref(node)
-        req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
-        req.kv_len = len(pages) * self.page_size
-        if not req.output_ids:
-            req.cached_tokens = req.kv_len
-
-    def _cache(self, req: Req) -> None:
-        """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
-        assert self.tree is not None
-        n = req.kv_len // self.page_size
-        tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n])
-        self.allocator.free([p for p, t in zip(req.pages[:n], tree_pages) if p != t])
-        req.pages[:n] = tree_pages
-        self.tree.inc_lock_ref(node)
-        if req.last_node is not None:
-            self.tree.dec_lock_ref(req.last_node)
-        req.last_node, req.shared_pages = node, n
-
-    def _release(self, req: Req, cache: bool) -> None:
-        if self.tree is not None and cache and req.kv_len >= self.page_size:
-            self._cache(req)
-        self.allocator.free(req.pages[req.shared_pages :])
-        if req.last_node is not None:
-            self.tree.dec_lock_ref(req.last_node)  # type: ignore[union-attr]
-        req.pages, req.last_node, req.shared_pages, req.kv_len = [], None, 0, 0
 
     # -- scheduling ------------------------------------------------------------------
     def get_next_batch_to_run(self) -> ScheduleBatch | None:
@@ -322,8 +273,12 @@ class Scheduler(FaultContainment):
         if info is not None:
             req.pending_logprobs.append(info)
         req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
-        if req.finished_reason is None and grammar is not None and grammar.is_terminated():
-            req.finished_reason = {"type": "stop", "matched": tok}  # the grammar is complete: nothing can follow
+        jumped = False
+        if req.finished_reason is None and grammar is not None:
+            if grammar.is_terminated():
+                req.finished_reason = {"type": "stop", "matched": tok}  # the grammar is complete: nothing can follow
+            elif self.jump_forward and not req.params.logprobs:
+                jumped = self._jump_forward(req, grammar)
         if req.finished_reason is not None:
             if req in self.running:
                 self.running.remove(req)
@@ -332,7 +287,27 @@ class Scheduler(FaultContainment):
         elif batch.mode is ForwardMode.EXTEND:
             if self.tree is not None:
                 self._cache(req)
-            self.running.append(req)
+            (self.waiting.appendleft if jumped else self.running.append)(req)
+        elif jumped:  # its forced tokens are prefilled in one extend step, then it decodes again
+            self.running.remove(req)
+            self.waiting.appendleft(req)
+
+    def _jump_forward(self, req: Req, grammar: Any) -> bool:
+        """Append the tokens ``req``'s grammar forces next without a forward each (unless ``--disable-jump-forward``);
+        True when some were appended (their KV is then computed by one extend step)."""
+        forced = grammar.try_jump_forward()
+        if not forced:
+            return False
+        for t in forced[: max(0, req.params.max_new_tokens - len(req.output_ids))]:
+            if not grammar.accept_token(t):
+                break
+            req.output_ids.append(t)
+            req.pending.append(t)
+            req.sampler.observe(t)
+            req.finished_reason = check_finished(req, t, self.eos_ids, self.tokenizer, self.context_length)
+            if req.finished_reason is not None:
+                break
+        return True
 
     def step(self) -> bool:
         """One scheduling iteration, faults contained; False when there was nothing to run."""

@@ -1,0 +1,67 @@
+"""The scheduler's KV pages: allocation with eviction, prefix matching and caching in the radix tree.
+
+A mixin of ``Scheduler``, which provides ``allocator``, ``tree`` (``None`` with ``--disable-radix-cache``)
+and ``page_size``. Requests hold page ids only; the model runner owns the KV tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang.srt.managers.schedule_batch import Req
+
+
+class KVPages:
+    allocator: Any
+    tree: Any
+    page_size: int
+
+    def _alloc(self, n: int) -> list[int] | None:
+        pages = self.allocator.alloc(n)
+        if pages is None and self.tree is not None:
+            self.tree.evict(n - self.allocator.available_pages())
+            pages = self.allocator.alloc(n)
+        return pages
+
+    def _ensure_pages(self, req: Req, tokens: int) -> bool:
+        need = -(-tokens // self.page_size) - len(req.pages)
+        if need <= 0:
+            return True
+        pages = self._alloc(need)
+        if pages is None:
+            return False
+        req.pages.extend(pages)
+        return True
+
+    def _match_prefix(self, req: Req) -> None:
+        if self.tree is None or req.kv_len or req.last_node is not None:
+            return
+        upto = len(req.fill_ids) - 1  # keep one token to compute
+        if req.input_lp_from is not None and not req.output_ids:  # prompt log-probabilities need the logits from there on
+            upto = min(upto, req.input_lp_from - 1)
+        pages, node = self.tree.match_prefix(req.fill_ids[:upto])
+        self.tree.inc_lock_ref(node)
+        req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
+        req.kv_len = len(pages) * self.page_size
+        if not req.output_ids:
+            req.cached_tokens = req.kv_len
+
+    def _cache(self, req: Req) -> None:
+        """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
+        assert self.tree is not None
+        n = req.kv_len // self.page_size
+        tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n])
+        self.allocator.free([p for p, t in zip(req.pages[:n], tree_pages) if p != t])
+        req.pages[:n] = tree_pages
+        self.tree.inc_lock_ref(node)
+        if req.last_node is not None:
+            self.tree.dec_lock_ref(req.last_node)
+        req.last_node, req.shared_pages = node, n
+
+    def _release(self, req: Req, cache: bool) -> None:
+        if self.tree is not None and cache and req.kv_len >= self.page_size:
+            self._cache(req)
+        self.allocator.free(req.pages[req.shared_pages :])
+        if req.last_node is not None:
+            self.tree.dec_lock_ref(req.last_node)  # type: ignore[union-attr]
+        req.pages, req.last_node, req.shared_pages, req.kv_len = [], None, 0, 0
