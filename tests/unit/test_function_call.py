@@ -84,3 +84,52 @@ def test_the_fallback_prompt_lists_the_tools_and_renders_the_history_as_text():
     assert out[3]["content"] == "<tool_response>\n12 C\n</tool_response>"
     assert render_tool_messages([{"role": "user", "content": "hi"}], [TIME])[0]["role"] == "system"
     assert template_renders_tools("{% if tools %}{{ tools }}{% endif %}") and not template_renders_tools("{{ messages }}")
+
+
+def _serving(template: str):
+    """The chat handler over a byte-level toy tokenizer with ``template`` (the prompt rendering only: no engine runs)."""
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    from sglang.srt.entrypoints.openai.serving import OpenAIServing
+    from sglang.srt.tokenizer.tokenizer import Tokenizer
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    backend = HFTokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    backend.pre_tokenizer, backend.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok = Tokenizer(backend, set(), None, False, template)
+    engine = SimpleNamespace(tokenizer_manager=SimpleNamespace(tokenizer=tok), info={"context_length": 4096, "max_total_tokens": 4096})
+    return OpenAIServing(engine, "m"), tok
+
+
+def _prompt(template: str, body: dict) -> str:
+    from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
+
+    serving, tok = _serving(template)
+    req = ChatCompletionRequest.model_validate(body)
+    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+    return tok.decode(serving._chat_ids(req, plan_tools(tools, req.tool_choice, None)))
+
+
+HISTORY = {"messages": [{"role": "user", "content": "Weather?"},
+                        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                                                                               "function": {"name": "get_weather", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}], "tools": [WEATHER]}
+
+
+def test_a_template_with_a_tools_section_renders_the_tools_and_the_history_itself():
+    template = ("{% if tools %}TOOLS:{% for t in tools %}{{ t.function.name }};{% endfor %}{% endif %}"
+                "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.tool_calls %}[{{ m.tool_calls[0].function.name }}]"
+                "{% endif %}{% endfor %}")
+    assert _prompt(template, HISTORY) == "TOOLS:get_weather;<user>Weather?<assistant>[get_weather]<tool>sunny"
+
+
+def test_a_template_without_one_gets_the_fallback_prompt():
+    template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    text = _prompt(template, HISTORY)
+    assert text.startswith("<system># Tools") and json.dumps(WEATHER) in text
+    assert '<assistant><tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>' in text
+    assert text.endswith("<user><tool_response>\nsunny\n</tool_response>")
+    assert _prompt(template, {**HISTORY, "tool_choice": "none"}).startswith("<user>Weather?")  # "none": the tools are not shown
