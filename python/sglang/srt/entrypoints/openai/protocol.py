@@ -11,6 +11,7 @@ accepted because they do not change the output.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -47,26 +48,23 @@ MAX_CONTENT_PARTS = 256
 MAX_BATCH = 64  # prompts in one batched /generate or /v1/completions request
 
 
-def _unicode(v: str) -> str:
-    problem = unicode_problem(v)
-    if problem is not None:
-        raise ValueError(f"not valid Unicode text ({problem})")
-    return v
+def _refusing(problem: Callable[[str], str | None], message: str) -> AfterValidator:
+    """A validator that refuses a string for which ``problem`` names one (``message`` formats it)."""
+
+    def check(v: str) -> str:
+        found = problem(v)
+        if found is not None:
+            raise ValueError(message.format(found))
+        return v
+
+    return AfterValidator(check)
 
 
-Text = Annotated[StrictStr, AfterValidator(_unicode)]
-StopText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STOP_CHARS), AfterValidator(_unicode)]
-ConstraintText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_CONSTRAINT_CHARS), AfterValidator(_unicode)]
-
-
-def _schema_text(v: str) -> str:
-    problem = json_schema_problem(v)
-    if problem is not None:
-        raise ValueError(f"json_schema {problem}")
-    return v
-
-
-SchemaText = Annotated[ConstraintText, AfterValidator(_schema_text)]
+_unicode = _refusing(unicode_problem, "not valid Unicode text ({})")
+Text = Annotated[StrictStr, _unicode]
+StopText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STOP_CHARS), _unicode]
+ConstraintText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_CONSTRAINT_CHARS), _unicode]
+SchemaText = Annotated[ConstraintText, _refusing(json_schema_problem, "json_schema {}")]
 TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
