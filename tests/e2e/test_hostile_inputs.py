@@ -117,7 +117,7 @@ HAND = [
     ("/generate", {"text": "hi", "sampling_params": {"stop": [""]}}),
     ("/generate", {"text": "hi", "sampling_params": {"stop": "x" * 300}}),
     ("/generate", {"text": "hi", "sampling_params": {"logit_bias": {"-1": 1}}}),
-    ("/generate", {"text": "hi", "sampling_params": {"regex": "a+"}}),
+    ("/generate", {"text": "hi", "sampling_params": {"regex": "a+", "max_new_tokens": 8}}),
     ("/generate", {"text": "hi", "sampling_params": None, "stream": 1}),
     ("/v1/completions", {**COMPLETION, "prompt": []}),
     ("/v1/completions", {**COMPLETION, "prompt": [[1, 2]]}),

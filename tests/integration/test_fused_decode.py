@@ -129,13 +129,39 @@ def test_a_hook_inside_the_planned_code_keeps_the_eager_step_and_runs(sched):
         assert FusedDecode.create(runner, "auto") is None
         with pytest.raises(FusedDecodeError, match="hooks are applied to sglang.srt.models.llama.LlamaAttention.forward, which the plan would bypass"):
             FusedDecode.create(runner, "on")
-        plan, runner.fused_decode = runner.fused_decode, None  # what a runner built after the hooks holds
-        try:
-            generate(sched, PROMPTS[:1], n=4)
-        finally:
-            runner.fused_decode = plan
-    layers = runner.model_config.num_hidden_layers
-    assert len(calls) == 4 * layers  # prefill and three decode steps, every layer
+    assert not calls  # deciding runs nothing
+
+
+def test_a_hook_applied_after_the_runner_was_built_runs_on_the_next_step_and_the_plan_returns_after(sched, caplog):
+    # the runner re-checks the hook registry's generation before each forward (the fused plan would bypass the hook)
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    runner = sched.tp_worker.model_runner
+    assert runner.fused_decode is not None
+    calls = []
+    with restored_hooks(), caplog.at_level(logging.WARNING, logger="sglang.srt.model_executor.model_runner"):
+        HookRegistry.register("sglang.srt.models.llama.LlamaAttention.forward", lambda *a, **k: calls.append(1), HookType.BEFORE)
+        HookRegistry.apply_hooks()
+        hooked = generate(sched, PROMPTS[:1], n=4)
+        assert runner.fused_decode is None
+    assert "fused decode: off from now on, eager decode steps run the hooks applied to sglang.srt.models.llama.LlamaAttention.forward" in caplog.text
+    assert len(calls) == 4 * runner.model_config.num_hidden_layers  # prefill and three decode steps, every layer
+    assert generate(sched, PROMPTS[:1], n=4) == hooked  # the hook is gone: the plan is back, same tokens
+    assert runner.fused_decode is not None and len(calls) == 4 * runner.model_config.num_hidden_layers
+
+
+def test_a_weight_reading_hook_applied_after_packing_is_reported_once(sched, caplog):
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    with restored_hooks(), caplog.at_level(logging.WARNING, logger="sglang.srt.model_executor.model_runner"):
+        HookRegistry.register("sglang.srt.layers.parallel.RowParallelLinear.forward", lambda *a, **k: None, HookType.BEFORE)
+        HookRegistry.apply_hooks()
+        generate(sched, PROMPTS[:1], n=3)
+        generate(sched, PROMPTS[:1], n=3)
+    said = [r.getMessage() for r in caplog.records if "RowParallelLinear.forward was applied after start-up" in r.getMessage()]
+    assert len(said) == 1 and "apply it from a plugin, before the engine starts" in said[0]
 
 
 def test_a_hook_on_the_packed_int4_product_keeps_the_eager_step(sched):

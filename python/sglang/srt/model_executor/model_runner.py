@@ -85,11 +85,13 @@ class ModelRunner:
         if packed_q4:
             n = self.model.load_packed_q4(weights.packed_q4 or {}, self.quant_config.max_batch)
             logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
+        packed = False
         if self.device.type == "cpu" and onednn_linear.available():
             if hooked := onednn_linear.hooks_on_weight_readers():
                 logger.info("oneDNN weight packing: not used, dense weights kept for the hooks on %s", ", ".join(hooked))
             else:  # after the quantized copies, which read the dense weights this drops
                 n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64, embed_q8=weights.embed_q8)
+                packed = n > 0
                 logger.info("oneDNN-packed weights on %d linear layers", n)
         self.model.eval()
         del weights
@@ -110,6 +112,9 @@ class ModelRunner:
         from sglang.srt.model_executor.fused_decode import FusedDecode
 
         self.fused_decode = FusedDecode.create(self, get_exec().graph.fused_decode)
+        from sglang.srt.model_executor.hook_watch import HookWatch
+
+        self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, packed)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -196,6 +201,7 @@ class ModelRunner:
     def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
         """Logits ``[B, vocab]`` of each request's last new token, then (EXTEND with
         ``input_logprob_rows``) one row per wanted prompt position, in request order."""
+        self.hook_watch.check()  # hooks applied or restored since the last step: honoured, or reported once
         fb = self.build_forward_batch(b)
         with self.platform.inference_mode():
             # replay through the platform's graph runner only where capture is enabled
