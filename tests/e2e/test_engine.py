@@ -308,3 +308,51 @@ def test_a_hook_on_server_args_post_init_applies_under_engine_as_under_serve(tmp
                 print("generated", len(e.generate("Hi", {"max_new_tokens": 2})["output_ids"]))
         """, paths=[tmp_path], timeout=300))
     assert "post_init hook saw max_total_tokens=1024" in out and "generated 2" in out
+
+
+LATE_HOOK_PLUGIN = '''
+import os
+
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+
+def _norm(result, self, x, *args, **kwargs):
+    with open(os.environ["LATE_HOOK_LOG"], "a") as f:
+        f.write(f"{x.shape[0]}\\n")
+    return None
+
+
+def _on_request(self, msg):
+    # a hook applied while the engine serves: on the request that asks for exactly 3 tokens
+    if msg.sampling_params.get("max_new_tokens") == 3 and "sglang.srt.layers.basic.RMSNorm.forward" not in HookRegistry.applied_targets():
+        HookRegistry.register("sglang.srt.layers.basic.RMSNorm.forward", _norm, HookType.AFTER)
+        HookRegistry.apply_hooks()
+
+
+def register():
+    HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.add_request", _on_request, HookType.BEFORE)
+'''
+
+
+def test_a_hook_applied_after_the_engine_started_runs_on_the_next_request(tmp_path):
+    # the fused decode step stands in for RMSNorm.forward: the runner sees the new hook and decodes eagerly
+    from helpers.dists import make_dist, ok, run_python
+
+    make_dist(tmp_path, "acme-late", entry_points={"sglang.srt.plugins": {"late": "acme_late:register"}},
+              files={"acme_late/__init__.py": LATE_HOOK_PLUGIN})
+    log = tmp_path / "norm.log"
+    out = ok(run_python(f"""
+        import os, sglang
+        os.environ["LATE_HOOK_LOG"] = {str(log)!r}
+        if __name__ == "__main__":
+            with sglang.Engine(log_level="warning") as e:
+                before = e.generate("Hi", {{"max_new_tokens": 2, "temperature": 0}})["output_ids"]
+                print("calls before", len(open(os.environ["LATE_HOOK_LOG"]).read().split()) if os.path.exists(os.environ["LATE_HOOK_LOG"]) else 0)
+                print("tokens", len(e.generate("Hello there, how are you?", {{"max_new_tokens": 3, "temperature": 0}})["output_ids"]))
+        """, paths=[tmp_path], timeout=300))
+    assert "calls before 0" in out and "tokens 3" in out
+    rows = [int(n) for n in log.read_text().split()]
+    layers = 30  # SmolLM2-135M: two norms a layer and the final one, per forward
+    assert len(rows) == 3 * (2 * layers + 1), len(rows)  # the prefill and both decode steps ran the hook
+    assert rows[2 * layers + 1 :] == [1] * 2 * (2 * layers + 1)  # the two decode steps, one token each: the eager step ran them
+    assert all(n > 1 for n in rows[: 2 * layers])  # first the prompt's prefill (its final norm sees the last row only)
