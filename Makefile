@@ -55,6 +55,7 @@ bench: install-test kernels
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py
 	$(PY) bench/structured.py
+	$(PY) bench/quality.py
 	$(PY) bench/soak.py
 
 clean:

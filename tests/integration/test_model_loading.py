@@ -148,3 +148,23 @@ def test_platforms_refuse_unknown_quantization_naming_the_supported():
         CpuSRTPlatform().get_quantization_config("awq")
     with pytest.raises(PlatformError, match=r"\(supported: none\)"):
         CudaSRTPlatform().get_quantization_config("gguf_q4")
+
+
+def test_quantization_auto_keeps_a_q4_ggufs_blocks_where_the_platform_has_kernels(tmp_path):
+    from sglang.srt.layers.quantization import gguf_weight_format, resolve_quantization
+    from sglang.srt.model_loader.paths import resolve_model_path
+    from sglang.srt.platforms.cpu import CpuSRTPlatform
+    from sglang.srt.platforms.cuda import CudaSRTPlatform
+    from sglang.srt.server_args import DEFAULT_MODEL
+
+    cpu = CpuSRTPlatform()
+    assert gguf_weight_format(resolve_model_path(DEFAULT_MODEL)) == "Q4_1"  # the default model's own format
+    assert resolve_quantization("auto", DEFAULT_MODEL, "float32", cpu) == "gguf_q4"
+    assert resolve_quantization("auto", DEFAULT_MODEL, "bfloat16", cpu) == "gguf_q4"
+    assert resolve_quantization("auto", DEFAULT_MODEL, "float16", cpu) is None  # no Q4 kernels for float16: dense
+    assert resolve_quantization("auto", DEFAULT_MODEL, "bfloat16", CudaSRTPlatform()) is None  # a platform without them: dense
+    hf_dir, _ = _save_tiny(tmp_path, "llama")
+    assert resolve_quantization("auto", str(hf_dir), "float32", cpu) is None  # not a GGUF
+    for dense in (None, "none"):
+        assert resolve_quantization(dense, DEFAULT_MODEL, "float32", cpu) is None
+    assert resolve_quantization("gguf_q4", DEFAULT_MODEL, "float32", cpu) == "gguf_q4"  # a method: the platform's to check

@@ -64,8 +64,12 @@ class ModelRunner:
         init_distributed_environment(current_platform.get_torch_distributed_backend_str(), tp_size, tp_rank, dist_init)
         initialize_model_parallel(tp_size)
         self.dtype = resolve_dtype(server_args.dtype, get_device().device)
-        current_platform.verify_quantization(get_exec().quantization)
-        self.quant_config = current_platform.get_quantization_config(get_exec().quantization)
+        from sglang.srt.layers.quantization import resolve_quantization
+
+        self.quantization = resolve_quantization(get_exec().quantization, server_args.model_path, str(self.dtype).replace("torch.", ""),
+                                                 current_platform)
+        current_platform.verify_quantization(self.quantization)
+        self.quant_config = current_platform.get_quantization_config(self.quantization)
 
         from sglang.srt.layers import onednn_linear
         from sglang.srt.layers.q4_packed import PackedQ4Config
