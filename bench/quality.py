@@ -15,12 +15,15 @@ default configuration: top-1 agreement >= 98%.
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers.inproc import generate_ids
 
 PROMPTS = [
     "What is the capital of France?", "Write a haiku about the sea.", "List three colors.", "What is 2+2?",
@@ -29,7 +32,6 @@ PROMPTS = [
     "Describe a cat in five words.", "Why is the sky blue?", "Suggest a name for a dog.", "What is the boiling point of water?",
     "Tell me a fun fact about octopuses.", "How many days are in a week?",
 ]
-_rid = itertools.count()
 
 
 def parse(config: str) -> dict[str, Any]:
@@ -53,22 +55,7 @@ def build(flags: dict[str, Any]) -> Any:
 
 
 def generate(s: Any, prompts: list[list[int]], n: int) -> list[list[int]]:
-    from sglang.srt.managers.io_struct import BatchTokenIDOut, TokenizedGenerateReqInput
-
-    rids = [f"q{next(_rid)}" for _ in prompts]
-    for rid, ids in zip(rids, prompts):
-        s.add_request(TokenizedGenerateReqInput(rid, ids, {"temperature": 0, "max_new_tokens": n, "ignore_eos": True}))
-    while s.has_work():
-        s.step()
-    out: dict[str, list[int]] = {r: [] for r in rids}
-    for o in s.outbox:
-        if isinstance(o, BatchTokenIDOut):
-            for rid, ids in zip(o.rids, o.new_token_ids):
-                out[rid] += ids
-    s.outbox.clear()
-    if s.tree is not None:
-        s.tree.reset()
-    return [out[r] for r in rids]
+    return generate_ids(s, prompts, n)
 
 
 def answer_logprobs(s: Any, group: list[tuple[list[int], int]]) -> Any:

@@ -3,14 +3,13 @@ same tokens as the eager step, and the cases where it must stand aside or fail."
 
 from __future__ import annotations
 
-import itertools
 import logging
 
 import pytest
 
+from helpers.inproc import generate_ids
 from sglang.srt.layers.attention.registry import ATTENTION_BACKENDS, register_attention_backend
 from sglang.srt.layers.cpu_kernels import load_decode_kernels
-from sglang.srt.managers.io_struct import BatchTokenIDOut, TokenizedGenerateReqInput
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.model_executor.fused_decode import FusedDecode, FusedDecodeError
 from sglang.srt.runtime_context import get_context, publish, reset_context
@@ -20,7 +19,6 @@ from sglang.utils.process import free_port
 pytestmark = [pytest.mark.compiler, pytest.mark.model]
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three colors.", "Count to five."]
-_rid = itertools.count()
 
 
 def make_scheduler(**kw) -> Scheduler:
@@ -38,22 +36,7 @@ def sched():
 
 
 def generate(s: Scheduler, prompts: list[str], n: int = 24) -> list[list[int]]:
-    rids = []
-    for p in prompts:
-        rids.append(f"f{next(_rid)}")
-        ids = s.tokenizer.encode(s.tokenizer.apply_chat_template([{"role": "user", "content": p}]))
-        s.add_request(TokenizedGenerateReqInput(rids[-1], ids, {"temperature": 0, "max_new_tokens": n, "ignore_eos": True}))
-    while s.has_work():
-        s.step()
-    out: dict[str, list[int]] = {r: [] for r in rids}
-    for o in s.outbox:
-        if isinstance(o, BatchTokenIDOut):
-            for rid, ids in zip(o.rids, o.new_token_ids):
-                out[rid] += ids
-    s.outbox.clear()
-    if s.tree is not None:
-        s.tree.reset()
-    return [out[r] for r in rids]
+    return generate_ids(s, [s.tokenizer.encode(s.tokenizer.apply_chat_template([{"role": "user", "content": p}])) for p in prompts], n)
 
 
 def test_the_default_cpu_runner_decodes_through_the_plan(sched):
