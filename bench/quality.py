@@ -54,10 +54,6 @@ def build(flags: dict[str, Any]) -> Any:
     return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
 
 
-def generate(s: Any, prompts: list[list[int]], n: int) -> list[list[int]]:
-    return generate_ids(s, prompts, n)
-
-
 def answer_logprobs(s: Any, group: list[tuple[list[int], int]]) -> Any:
     """Log-softmax ``[n, answer length, V]`` (float32) of the rows predicting each sequence's answer ``seq[start:]``,
     computed the way serving computes them: one prefill of the prompts, then one decode step per answer token
@@ -92,9 +88,9 @@ def groups(seqs: list[tuple[list[int], int]]) -> list[list[tuple[list[int], int]
 def speed(s: Any, prompts: list[list[int]], tokens: int) -> tuple[float, float]:
     out = []
     for batch in (prompts[:1], prompts[:16]):
-        generate(s, batch, 4)  # warm
+        generate_ids(s, batch, 4)  # warm
         t0 = time.perf_counter()
-        got = generate(s, batch, tokens)
+        got = generate_ids(s, batch, tokens)
         out.append(sum(map(len, got)) / (time.perf_counter() - t0))
     return out[0], out[1]
 
@@ -115,7 +111,7 @@ def main() -> None:
     with get_context().preserve_config():
         ref = build({"dtype": "float32", "quantization": "none"})
         prompts = [ref.tokenizer.encode(ref.tokenizer.apply_chat_template([{"role": "user", "content": p}])) for p in PROMPTS]
-        answers = generate(ref, prompts, a.tokens)
+        answers = generate_ids(ref, prompts, a.tokens)
         seqs = [(p + ans, len(p)) for p, ans in zip(prompts, answers)]
         reference = [answer_logprobs(ref, g) for g in groups(seqs)]
         rows.append(("float32 reference", 1.0, 0.0, *speed(ref, prompts, a.tokens)))

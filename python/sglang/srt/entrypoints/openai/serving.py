@@ -260,10 +260,11 @@ class OpenAIServing:
         try:
             for i, st in enumerate(states):
                 first, sent = True, ""
-                splitter = StreamSplitter() if tools and plan.json_schema is None else None  # type: ignore[union-attr]
+                # what of each delta may go out now: all of it, what cannot open a <tool_call> block, or (a forced call) nothing
+                release = (lambda d: d) if not tools else StreamSplitter().feed if plan.json_schema is None else (lambda d: "")  # type: ignore[union-attr]
                 async for c in self.engine.stream_request(st):
                     reason = finish_reason(st.finished) if c["meta_info"]["finish_reason"] is not None else None
-                    text = c["delta"] if not tools else splitter.feed(c["delta"]) if splitter is not None else ""  # a forced call: held whole
+                    text = release(c["delta"])
                     calls: list[ParsedCall] = []
                     if tools and reason is not None:  # the output is complete: send what was held, as content or calls
                         content, calls = self._tool_result(plan, st.text)  # type: ignore[arg-type]
