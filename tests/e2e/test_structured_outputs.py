@@ -254,3 +254,16 @@ def test_bad_tool_requests_get_400(server, body, fragment):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req, timeout=60)
     assert info.value.code == 400 and fragment in json.loads(info.value.read())["error"]["message"]
+
+
+def test_auto_streams_the_same_answer_it_returns_whole(client):
+    kw = {"tools": TOOLS, "max_tokens": 60}
+    whole = chat(client, "Say hello to Lima.", 0.0, **kw).choices[0]
+    text, calls, reason = "", [], None
+    for ev in chat(client, "Say hello to Lima.", 0.0, stream=True, **kw):
+        text += ev.choices[0].delta.content or ""
+        calls += ev.choices[0].delta.tool_calls or []
+        reason = ev.choices[0].finish_reason or reason
+    assert reason == whole.finish_reason
+    assert [c.function.name for c in calls] == [c.function.name for c in whole.message.tool_calls or []]
+    assert text.strip() == (whole.message.content or "").strip()
