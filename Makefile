@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,ray]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -82,6 +82,15 @@ class ServerArgs:
     node_rank: int = arg(0, Arg("rank of this machine"), NS("parallel"))
     dist_init_addr: str | None = arg(None, Arg("HOST:PORT of node 0 for torch.distributed (needed with --nnodes > 1)"), NS("parallel"))
     nccl_port: int | None = arg(None, Arg("port of the torch.distributed store (default: a free port)", resolvable=True), NS("parallel"))
+    dp_size: int = arg(1, Arg("data-parallel replicas: independent copies of the engine (each of --tp-size ranks) behind one server"), NS("parallel"))
+    load_balance_method: str = arg("round_robin", Arg("how the data-parallel controller picks a replica for each request (with --dp-size > 1): "
+                                                      "round_robin, shortest_queue (fewest unfinished requests), or cache_aware (the replica "
+                                                      "whose prefix cache holds the longest prefix of the prompt, unless the load is imbalanced)",
+                                                      choices=("round_robin", "shortest_queue", "cache_aware")), NS("parallel"))
+    use_ray: bool = arg(False, Arg("launch the scheduler ranks as Ray actors in a placement group (needs sglang[ray]); the cluster is "
+                                   "--ray-address, else RAY_ADDRESS, else a local one started here"), NS("parallel"))
+    ray_address: str | None = arg(None, Arg("address of the Ray cluster for --use-ray (HOST:PORT of its head; default: RAY_ADDRESS)"),
+                                  NS("parallel"))
     # -- serving -------------------------------------------------------------
     host: str = arg("127.0.0.1", Arg("address the HTTP server binds"), NS("serving"))
     port: int = arg(30000, Arg("port of the HTTP server"), NS("serving"))

@@ -18,8 +18,13 @@ def check_server_args(sa: Any) -> None:
     _need(sa.tp_size >= 1, f"--tp-size must be >= 1, got {sa.tp_size}")
     _need(sa.nnodes >= 1, f"--nnodes must be >= 1, got {sa.nnodes}")
     _need(0 <= sa.node_rank < sa.nnodes, f"--node-rank must be in [0, --nnodes={sa.nnodes}), got {sa.node_rank}")
-    _need(sa.nnodes == 1 or bool(sa.dist_init_addr), f"--nnodes {sa.nnodes} needs --dist-init-addr HOST:PORT of node 0")
+    _need(sa.nnodes == 1 or bool(sa.dist_init_addr) or sa.use_ray,
+          f"--nnodes {sa.nnodes} needs --dist-init-addr HOST:PORT of node 0 (or --use-ray, which takes it from rank 0's node)")
     _need(sa.tp_size % sa.nnodes == 0, f"--tp-size {sa.tp_size} must be a multiple of --nnodes {sa.nnodes}")
+    _need(sa.dp_size >= 1, f"--dp-size must be >= 1, got {sa.dp_size}")
+    _need(sa.dp_size == 1 or sa.nnodes == 1 or sa.use_ray,
+          f"--dp-size {sa.dp_size} with --nnodes {sa.nnodes}: data-parallel replicas run on one machine, or across machines with --use-ray")
+    _need(not (sa.use_ray and sa.node_rank != 0), "--use-ray launches every rank from node 0: start one server, without --node-rank")
     _need(1 <= sa.port <= 65535, f"--port must be in 1..65535, got {sa.port}")
     _need(sa.max_request_bytes >= 1024, f"--max-request-bytes must be at least 1024, got {sa.max_request_bytes}")
     _need(sa.page_size >= 1 and (sa.page_size & (sa.page_size - 1)) == 0, f"--page-size must be a power of two, got {sa.page_size}")

@@ -1,9 +1,11 @@
 """``sglang.Engine``: the offline entry point over the full process topology.
 
-The caller's process holds the tokenizer manager; each TP rank runs
-``run_scheduler_process`` in a spawned process; one detokenizer process turns
-tokens into text; messages travel over ZMQ (ipc). A child that dies is
-reported to every waiting call within a second; children die with the engine.
+The caller's process holds the tokenizer manager (and the data-parallel
+controller that routes over ``--dp-size`` replicas); each scheduler rank runs
+``run_scheduler_process`` in a spawned process (a Ray actor under
+``--use-ray``); one detokenizer process turns tokens into text; messages
+travel over ZMQ. A child that dies is reported to every waiting call within a
+second; children die with the engine.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import logging
 import multiprocessing as mp
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
+from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, ReqState, RequestError, TokenizerManager
 from sglang.utils.lifecycle import Closing
 
@@ -32,29 +32,20 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_S = float(os.environ.get("SGLANG_ENGINE_READY_TIMEOUT", "600"))
 
 
-@dataclass(frozen=True)
-class PortArgs:
-    tokenizer_input: str
-    scheduler_input: str
-    detokenizer_input: str
-    dist_init: str
-    ipc_dir: str
-
-    @classmethod
-    def init_new(cls, server_args: ServerArgs) -> PortArgs:
-        d = tempfile.mkdtemp(prefix="sglang-ipc-")
-        if server_args.nnodes > 1:
-            dist = f"tcp://{server_args.dist_init_addr}"
-        else:
-            dist = f"tcp://127.0.0.1:{server_args.nccl_port}"
-        return cls(f"ipc://{d}/tokenizer", f"ipc://{d}/scheduler", f"ipc://{d}/detokenizer", dist, d)
-
-
 class Engine(Closing):
     """``Engine(model_path=..., **server_args)``; ``generate``, ``async_generate``, ``shutdown``.
 
-    Usable as a context manager. Every keyword is a ``ServerArgs`` field.
+    Usable as a context manager. Every keyword is a ``ServerArgs`` field. With ``use_ray=True``
+    (``--use-ray``) the instance is a ``sglang.srt.ray.RayEngine``: the scheduler ranks run as Ray actors.
     """
+
+    def __new__(cls, **kwargs: Any) -> Engine:
+        sa = kwargs.get("server_args")
+        if cls is Engine and (kwargs.get("use_ray") or getattr(sa, "use_ray", False)):
+            from sglang.srt.ray import RayEngine
+
+            return super().__new__(RayEngine)
+        return super().__new__(cls)
 
     def __init__(self, **kwargs: Any) -> None:
         from sglang.srt.server_args import ServerArgs
@@ -66,7 +57,8 @@ class Engine(Closing):
             bootstrap(str(kwargs.get("device", "auto")))  # plugins before ServerArgs, as under `sglang serve`
             server_args = ServerArgs(**kwargs)
         self.server_args = server_args
-        self.procs: list[mp.process.BaseProcess] = []
+        self.local = LocalRanks()  # the processes started on this machine
+        self.groups: list[Any] = [self.local]
         self.tokenizer_manager: TokenizerManager | None = None
         self.info: dict[str, Any] = {}
         self._closed = False
@@ -81,77 +73,95 @@ class Engine(Closing):
     def _launch_subprocesses(self, server_args: ServerArgs) -> None:
         from sglang.srt.arg_groups.overrides import declare_late_resolution
         from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
-        from sglang.srt.managers.scheduler import run_scheduler_process
         from sglang.srt.plugins import load_plugins
         from sglang.srt.runtime_context import publish
         from sglang.utils.process import free_port
 
         load_plugins()
         server_args.check_server_args()
-        if server_args.nccl_port is None and server_args.nnodes == 1:
+        if server_args.nccl_port is None and (server_args.nnodes == 1 or server_args.use_ray):
             declare_late_resolution(server_args, "launcher: a free port for torch.distributed", nccl_port=free_port())
-        self._port_args = port_args = PortArgs.init_new(server_args)
-        ctx = mp.get_context("spawn")  # never the embedding application's global start method
-        per_node = server_args.tp_size // server_args.nnodes
-        pipes = []
-        for local in range(per_node):
-            rank = server_args.node_rank * per_node + local
-            reader, writer = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=run_scheduler_process, args=(server_args, port_args, local, rank, writer), name=f"sglang-scheduler-TP{rank}", daemon=True)
-            p.start()
-            writer.close()
-            self.procs.append(p)
-            pipes.append(reader)
+        self._port_args = port_args = PortArgs.init_new(server_args, self._detokenizer_input())
+        self._start_scheduler_ranks(server_args, port_args)
         if server_args.node_rank == 0:
-            reader, writer = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=run_detokenizer_process, args=(server_args, port_args, writer), name="sglang-detokenizer", daemon=True)
-            p.start()
-            writer.close()
-            self.procs.append(p)
-            pipes.append(reader)
-        self.info = self._wait_ready(pipes)
+            self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
+        self.info = self._wait_ready()
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks
         publish(server_args, role="tokenizer")
         self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info)
         threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
 
-    def _wait_ready(self, pipes: list[Any]) -> dict[str, Any]:
+    def _detokenizer_input(self) -> str | None:
+        """The detokenizer's address (None: an ipc path beside the others); a launcher whose scheduler
+        ranks may run on other machines (``RayEngine``) gives a TCP address."""
+        return None
+
+    def _start_scheduler_ranks(self, server_args: ServerArgs, port_args: Any) -> None:
+        """Start this launcher's scheduler ranks, in ``self.groups`` (``self.local`` here).
+
+        The one place that differs between launchers: here, ``spawn``ed processes on this machine;
+        ``RayEngine``: Ray actors."""
+        from sglang.srt.entrypoints.ranks import local_rank_specs
+        from sglang.srt.managers.scheduler import run_scheduler_process
+        from sglang.srt.managers.scheduler_process import rank_name
+        from sglang.utils.process import free_port
+
+        dist = {0: port_args.dist_init}
+        for spec in local_rank_specs(server_args):
+            if spec.dp_rank not in dist:
+                dist[spec.dp_rank] = f"tcp://127.0.0.1:{free_port()}"
+            view = port_args.replica(spec.dp_rank, dist[spec.dp_rank])
+            self.local.spawn(run_scheduler_process, (server_args, view, spec.gpu_id, spec.tp_rank),
+                             f"sglang-scheduler-{rank_name(spec.tp_rank, spec.dp_rank)}", dp_rank=spec.dp_rank)
+
+    def _wait_ready(self) -> dict[str, Any]:
+        """Collect every rank's report; the info of replica 0's rank 0, with ``replicas`` (each replica's
+        rank 0's report) and ``ranks`` (where every scheduler rank runs: ``dp_rank``, ``rank``, ``pid``, ``node_id``)."""
         from sglang.plugin_core.manifest import check_manifest
+        from sglang.srt.managers.scheduler_process import rank_name
         from sglang.srt.plugins import plugin_manifest
 
         mine = plugin_manifest()
-        info: dict[str, Any] = {}
-        pending = list(pipes)
+        replicas: dict[int, dict[str, Any]] = {}
+        ranks: list[dict[str, Any]] = []
+        first: dict[str, Any] = {}
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while pending:
-            for conn in wait(pending, timeout=0.5):
-                try:
-                    msg = conn.recv()
-                except EOFError:
-                    pending.remove(conn)
-                    continue
-                pending.remove(conn)
-                if msg["status"] != "ready":
-                    who = "detokenizer" if msg["rank"] == "detokenizer" else f"scheduler TP{msg['rank']}"
-                    raise EngineDeadError(f"{who} failed to start:\n{msg['error']}")
-                check_manifest(msg["process"], mine, msg["manifest"], "SRT")
-                if msg["rank"] == "detokenizer":
-                    continue
-                if msg["rank"] == 0 or not info:
-                    info = msg
+        while any(g.pending() for g in self.groups):
+            for group in self.groups:
+                for msg in group.poll(0.25 if group.pending() else 0):
+                    if msg["status"] != "ready":
+                        who = "detokenizer" if msg["rank"] == "detokenizer" else f"scheduler {rank_name(msg['rank'], msg.get('dp_rank', 0))}"
+                        raise EngineDeadError(f"{who} failed to start:\n{msg['error']}")
+                    check_manifest(msg["process"], mine, msg["manifest"], "SRT")
+                    if msg["rank"] == "detokenizer":
+                        continue
+                    first = first or msg
+                    ranks.append({k: msg.get(k) for k in ("dp_rank", "rank", "pid", "node_id", "process")})
+                    if msg["rank"] == 0:
+                        replicas[msg.get("dp_rank", 0)] = msg
             dead = self._dead_child()
             if dead:
                 raise EngineDeadError(f"{dead} during start-up; see its log above")
             if time.monotonic() > deadline:
                 raise EngineDeadError(f"the engine did not start within {READY_TIMEOUT_S:.0f}s (SGLANG_ENGINE_READY_TIMEOUT)")
-        logger.info("engine ready: %s", info)
+        info = dict(replicas.get(0, first))
+        if replicas:
+            info["replicas"] = [{k: v for k, v in replicas[dp].items() if k != "manifest"} for dp in sorted(replicas)]
+        info["ranks"] = sorted(ranks, key=lambda r: (r["dp_rank"] or 0, r["rank"]))
+        logger.info("engine ready: %s", {k: v for k, v in info.items() if k not in ("manifest", "replicas")})
         return info
 
+    @property
+    def procs(self) -> list[mp.process.BaseProcess]:
+        """The processes this engine started on this machine (scheduler ranks unless on Ray, the detokenizer)."""
+        return self.local.procs
+
     def _dead_child(self) -> str | None:
-        for p in self.procs:
-            if p.exitcode is not None:
-                return f"{p.name} (pid {p.pid}) exited with code {p.exitcode}"
+        for group in self.groups:
+            dead = group.dead()
+            if dead:
+                return dead
         return None
 
     def _watchdog(self) -> None:
@@ -327,15 +337,8 @@ class Engine(Closing):
         if self._closed:
             return
         self._closed = True
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-        deadline = time.monotonic() + 5
-        for p in self.procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(1)
+        for group in reversed(self.groups):
+            group.stop()
         if self.tokenizer_manager is not None:
             self.tokenizer_manager.close()
             self.tokenizer_manager = None

@@ -150,6 +150,16 @@ def launch_server(server_args: ServerArgs) -> int:
 
     logging.basicConfig(level=getattr(logging, server_args.log_level.upper()), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s", force=True)
     engine = Engine(server_args=server_args)
+    if server_args.node_rank != 0:  # this node hosts scheduler ranks only; node 0 serves HTTP
+        logger.info("node %d of %d is up: it serves scheduler ranks only (HTTP is on node 0)", server_args.node_rank, server_args.nnodes)
+        try:
+            engine.wait()
+            logger.error("shutting down: %s", engine._dead_child())
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            engine.shutdown()
+        return 1
     _log_startup(server_args)
     app = build_app(engine, server_args)
     tm = engine.tokenizer_manager

@@ -51,7 +51,7 @@ def server_info(engine: Any, server_args: ServerArgs) -> dict[str, Any]:
     return {
         **{name: v["value"] for name, v in resolved.items()},  # secrets are already masked
         "version": sglang.__version__,
-        "internal_states": [tm.internal_state()],
+        "internal_states": tm.internal_states(),
         "server_args": resolved,
         "runtime": engine.get_server_info(),
         "platform": get_platform_decision().as_dict(),

@@ -61,6 +61,7 @@ class SchedulerStats:
     kv_total_pages: int
     cached_pages: int
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
+    dp_rank: int = 0  # the data-parallel replica that reports
 
 
 @dataclass

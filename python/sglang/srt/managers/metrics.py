@@ -21,28 +21,32 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class _LoadGauges(Collector):
-    """Gauges computed at scrape time from ``stats()`` (the scheduler's last report, or None)."""
+    """Gauges computed at scrape time from ``stats()``: each data-parallel replica's last report (or None),
+    one sample per replica labelled ``dp_rank``."""
 
-    def __init__(self, stats: Callable[[], Any]) -> None:
+    def __init__(self, stats: Callable[[], list[Any]]) -> None:
         self.stats = stats
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        s = self.stats()
-        values = {
-            "num_running_reqs": (s.num_running if s else 0, "requests being decoded"),
-            "num_queue_reqs": (s.num_waiting if s else 0, "requests waiting for KV pages or a batch slot"),
-            "token_usage": (round(s.kv_used_pages / s.kv_total_pages, 4) if s else 0.0, "fraction of KV pages in use (cached included)"),
-            "used_pages": (s.kv_used_pages if s else 0, "KV pages in use (cached included)"),
-            "cached_pages": (s.cached_pages if s else 0, "KV pages held by the prefix cache"),
+        reports = self.stats()
+        gauges = {
+            "num_running_reqs": ("requests being decoded", lambda s: s.num_running),
+            "num_queue_reqs": ("requests waiting for KV pages or a batch slot", lambda s: s.num_waiting),
+            "token_usage": ("fraction of KV pages in use (cached included)", lambda s: round(s.kv_used_pages / s.kv_total_pages, 4)),
+            "used_pages": ("KV pages in use (cached included)", lambda s: s.kv_used_pages),
+            "cached_pages": ("KV pages held by the prefix cache", lambda s: s.cached_pages),
         }
-        for name, (v, help_text) in values.items():
-            yield GaugeMetricFamily(f"sglang_{name}", help_text, value=v)
+        for name, (help_text, read) in gauges.items():
+            family = GaugeMetricFamily(f"sglang_{name}", help_text, labels=["dp_rank"])
+            for dp, s in enumerate(reports):
+                family.add_metric([str(dp)], read(s) if s else 0)
+            yield family
 
 
 class EngineMetrics:
     """Counters, latency histograms and load gauges of one engine."""
 
-    def __init__(self, stats: Callable[[], Any]) -> None:
+    def __init__(self, stats: Callable[[], list[Any]]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter("sglang_requests", "Requests admitted to the engine", registry=r)

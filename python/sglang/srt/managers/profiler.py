@@ -11,9 +11,11 @@ from sglang.srt.managers.io_struct import ProfileReq
 logger = logging.getLogger(__name__)
 
 
-def trace_path(output_dir: str, stamp: str, tp_rank: int) -> str:
-    """Where rank ``tp_rank`` writes the trace of the profile started at ``stamp`` (the engine waits for it)."""
-    return os.path.join(output_dir, f"{stamp}-TP{tp_rank}.trace.json")
+def trace_path(output_dir: str, stamp: str, tp_rank: int, dp_rank: int = 0) -> str:
+    """Where rank ``tp_rank`` of replica ``dp_rank`` writes the trace of the profile started at ``stamp``
+    (the engine waits for it); replica 0's name carries no ``DP`` part, as without data parallelism."""
+    replica = f"DP{dp_rank}-" if dp_rank else ""
+    return os.path.join(output_dir, f"{stamp}-{replica}TP{tp_rank}.trace.json")
 
 
 class RankProfiler:
@@ -22,8 +24,8 @@ class RankProfiler:
     A failure to start or write is logged and ends the profile: profiling never fails a request.
     """
 
-    def __init__(self, tp_rank: int) -> None:
-        self.tp_rank = tp_rank
+    def __init__(self, tp_rank: int, dp_rank: int = 0) -> None:
+        self.tp_rank, self.dp_rank = tp_rank, dp_rank
         self.prof: Any = None
         self.target: ProfileReq | None = None
         self.steps_left: int | None = None
@@ -65,7 +67,7 @@ class RankProfiler:
             return
         prof, target = self.prof, self.target
         self.prof, self.target, self.steps_left = None, None, None
-        path = trace_path(target.output_dir, target.stamp, self.tp_rank)
+        path = trace_path(target.output_dir, target.stamp, self.tp_rank, self.dp_rank)
         try:
             prof.stop()
             prof.export_chrome_trace(path + ".part")

@@ -24,13 +24,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from sglang.plugin_core.hooks.faults import describe_fault, fail_fast
+from sglang.plugin_core.hooks.faults import fail_fast
 from sglang.srt.constrained.base_grammar_backend import GrammarError
 from sglang.srt.layers.sampler import RequestSampler
 from sglang.srt.managers.grammar_queue import GrammarQueue
 from sglang.srt.managers.io_struct import (
     AbortReq,
-    EngineFatal,
     FlushCacheReq,
     ProfileReq,
     SchedulerError,
@@ -40,7 +39,7 @@ from sglang.srt.managers.io_struct import (
 from sglang.srt.managers.profiler import RankProfiler
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import order_waiting
-from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard, SchedulerFatalError
+from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard
 from sglang.srt.managers.scheduler_kv import KVPages
 from sglang.srt.managers.scheduler_output import build_output, check_finished
 from sglang.srt.managers.tp_worker import TpModelWorker
@@ -55,12 +54,12 @@ logger = logging.getLogger(__name__)
 
 
 class Scheduler(FaultContainment, KVPages):
-    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None) -> None:
+    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str, io: Any = None, dp_rank: int = 0) -> None:
         from sglang.srt.mem_cache.radix_cache import RadixCache
         from sglang.srt.tokenizer import load_tokenizer
 
         self.server_args = server_args
-        self.gpu_id, self.tp_rank = gpu_id, tp_rank
+        self.gpu_id, self.tp_rank, self.dp_rank = gpu_id, tp_rank, dp_rank
         self.io = io  # SchedulerIO (ZMQ + TP broadcast); None for in-process use
         self.tp_worker = TpModelWorker(server_args, gpu_id, tp_rank, dist_init)
         runner = self.tp_worker.model_runner
@@ -83,7 +82,7 @@ class Scheduler(FaultContainment, KVPages):
         self.outbox: list[Any] = []
         self.forward_ct = 0
         self.seed = get_exec().random_seed
-        self.profiler = RankProfiler(tp_rank)
+        self.profiler = RankProfiler(tp_rank, dp_rank)
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -344,7 +343,8 @@ class Scheduler(FaultContainment, KVPages):
         cached = self.tree.cached_pages if self.tree is not None else 0
         from sglang.srt.plugins.hook_registry import HookRegistry
 
-        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures())
+        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
+                              self.dp_rank)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked)
@@ -367,47 +367,8 @@ class Scheduler(FaultContainment, KVPages):
             self.outbox.clear()
 
 
-def run_scheduler_process(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any) -> None:
-    """Entry of each spawned TP-rank process: plugins, publish, Scheduler, serve."""
-    import os
-    import traceback
+def run_scheduler_process(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0) -> None:
+    """Entry of each spawned scheduler-rank process (see :mod:`sglang.srt.managers.scheduler_process`)."""
+    from sglang.srt.managers.scheduler_process import run_scheduler_rank
 
-    import torch
-
-    from sglang.srt.managers.scheduler_io import SchedulerIO
-    from sglang.srt.plugins import load_plugins, plugin_manifest
-    from sglang.srt.runtime_context import publish
-    from sglang.utils.process import configure_child_logging, die_with_parent
-
-    die_with_parent()
-    configure_child_logging(server_args.log_level, f"TP{tp_rank}")
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, server_args.tp_size // server_args.nnodes)))
-    try:
-        load_plugins()
-        publish(server_args, role="scheduler")
-        io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
-        scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io)
-    except BaseException:
-        pipe.send({"status": "error", "rank": tp_rank, "error": traceback.format_exc()})
-        raise
-    pipe.send({
-        "status": "ready",
-        "rank": tp_rank,
-        "max_total_tokens": scheduler.max_total_tokens,
-        "context_length": scheduler.context_length,
-        "max_running_requests": get_schedule().max_running_requests,
-        "attention_backend": scheduler.tp_worker.model_runner.attention_backend,
-        "dtype": str(scheduler.tp_worker.model_runner.dtype).replace("torch.", ""),
-        "process": f"scheduler TP{tp_rank} (pid {os.getpid()})",
-        "manifest": plugin_manifest(),
-    })
-    try:
-        scheduler.event_loop()
-    except BaseException as exc:  # tell the clients why before the process goes
-        message = str(exc) if isinstance(exc, SchedulerFatalError) else f"scheduler TP{tp_rank} stopped: {describe_fault(exc)}"
-        logging.getLogger(__name__).critical("%s", message, exc_info=exc)
-        try:
-            io.send(EngineFatal(message))
-        except Exception:
-            pass
-        raise SystemExit(1) from None
+    run_scheduler_rank(server_args, port_args, gpu_id, tp_rank, pipe, dp_rank)

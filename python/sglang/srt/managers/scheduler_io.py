@@ -1,4 +1,8 @@
-"""The scheduler's I/O: ZMQ on TP rank 0, replicated to every rank over torch.distributed."""
+"""The scheduler's I/O: ZMQ on TP rank 0, replicated to every rank over torch.distributed.
+
+``input_path`` ``tcp://HOST:0`` binds a free port on HOST (a scheduler on another machine,
+under ``--use-ray``); ``input_addr`` is the address bound, which the ready report carries to
+the tokenizer manager."""
 
 from __future__ import annotations
 
@@ -12,9 +16,16 @@ class SchedulerIO:
         self.tp_rank, self.tp_size = tp_rank, tp_size
         self.ctx = zmq.Context(1)
         self.recv_sock = self.send_sock = None
+        self.input_addr: str | None = None
         if tp_rank == 0:
+            assert input_path is not None
             self.recv_sock = self.ctx.socket(zmq.PULL)
-            self.recv_sock.bind(input_path)
+            if input_path.startswith("tcp://") and input_path.endswith(":0"):
+                host = input_path[len("tcp://") : -2]
+                self.input_addr = f"tcp://{host}:{self.recv_sock.bind_to_random_port(f'tcp://{host}')}"
+            else:
+                self.recv_sock.bind(input_path)
+                self.input_addr = input_path
             self.send_sock = self.ctx.socket(zmq.PUSH)
             self.send_sock.connect(output_path)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from sglang.srt.managers.data_parallel_controller import DataParallelController
 from sglang.srt.managers.io_struct import (
     AbortReq,
     BatchStrOut,
@@ -100,17 +101,22 @@ class TokenizerManager:
         self.context_length = int(info["context_length"])
         self.max_total_tokens = int(info["max_total_tokens"])
         self.ctx = zmq.Context(1)
-        self.send_sock = self.ctx.socket(zmq.PUSH)
-        self.send_sock.connect(port_args.scheduler_input)
+        replicas = info.get("replicas") or [info]  # rank 0 of each data-parallel replica
+        self.send_socks = []
+        for r in replicas:
+            sock = self.ctx.socket(zmq.PUSH)
+            sock.connect(r.get("scheduler_input", port_args.scheduler_input))
+            self.send_socks.append(sock)
         self.recv_sock = self.ctx.socket(zmq.PULL)
         self.recv_sock.bind(port_args.tokenizer_input)
         self.states: dict[str, ReqState] = {}
         self.lock = threading.Lock()
         self.send_lock = threading.Lock()
-        self.stats: SchedulerStats | None = None
+        self.controller = DataParallelController(len(replicas), server_args.load_balance_method, server_args.page_size, self.max_total_tokens)
+        self.replica_stats: list[SchedulerStats | None] = [None] * len(replicas)
         self.dead: BaseException | None = None
-        self.metrics = EngineMetrics(lambda: self.stats)
-        self.gen_window: deque[tuple[float, int]] = deque(maxlen=4096)  # (time, tokens) of recent outputs
+        self.metrics = EngineMetrics(lambda: self.replica_stats)
+        self.gen_window: deque[tuple[float, int, int]] = deque(maxlen=4096)  # (time, tokens, replica) of recent outputs
         self.profile: ProfileReq | None = None
         self._ids = itertools.count()
         self._stop = threading.Event()
@@ -158,10 +164,10 @@ class TokenizerManager:
             state.input_ids, state.logprob_start_len = ids, params.logprob_start_len
         with self.lock:
             self.states[rid] = state
+            dp = self.controller.route(rid, ids)
         self.metrics.requests.inc()
         self.metrics.prompt_tokens.inc(len(ids))
-        with self.send_lock:
-            self.send_sock.send_pyobj(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream))
+        self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream), dp)
         if self.server_args.log_requests:
             logger.info("request %s: %d prompt tokens, sampling %s", rid, len(ids), params.to_dict())
         return state
@@ -173,28 +179,39 @@ class TokenizerManager:
             if st is None or st.abort_sent:
                 return
             st.abort_sent = True
+            dp = self.controller.replica_of(rid)
         self.metrics.aborted.inc()
+        self._send(AbortReq(rid), dp)
+
+    def _send(self, msg: Any, dp_rank: int | None = None) -> None:
+        """To one replica's scheduler, or to every replica (``dp_rank=None``)."""
         with self.send_lock:
-            self.send_sock.send_pyobj(AbortReq(rid))
+            for sock in self.send_socks if dp_rank is None else [self.send_socks[dp_rank]]:
+                sock.send_pyobj(msg)
+
+    @property
+    def stats(self) -> SchedulerStats | None:
+        """Replica 0's last load report (the only one without data parallelism)."""
+        return self.replica_stats[0]
 
     def hook_failures(self) -> list[dict[str, Any]]:
-        """Exceptions hooks raised when called, since start: this process's and the scheduler's (TP rank 0)."""
+        """Exceptions hooks raised when called, since start: this process's and each scheduler's (TP rank 0)."""
         from sglang.srt.plugins.hook_registry import HookRegistry
 
-        return [{**f, "process": "tokenizer"} for f in HookRegistry.call_failures()] + [
-            {**f, "process": "scheduler"} for f in (self.stats.hook_failures if self.stats else [])
-        ]
+        out = [{**f, "process": "tokenizer"} for f in HookRegistry.call_failures()]
+        for dp, st in enumerate(self.replica_stats):
+            who = "scheduler" if len(self.replica_stats) == 1 else f"scheduler DP{dp}"
+            out += [{**f, "process": who} for f in (st.hook_failures if st else [])]
+        return out
 
     def flush_cache(self) -> None:
-        with self.send_lock:
-            self.send_sock.send_pyobj(FlushCacheReq())
+        self._send(FlushCacheReq())
 
     # -- profiling and state --------------------------------------------------------
     def start_profile(self, output_dir: str, num_steps: int | None = None) -> None:
         """Start the torch profiler on every scheduler rank; traces go to ``output_dir``."""
         self.profile = ProfileReq("start", os.path.abspath(output_dir), time.strftime("%Y%m%d-%H%M%S"), num_steps)
-        with self.send_lock:
-            self.send_sock.send_pyobj(self.profile)
+        self._send(self.profile)
 
     def stop_profile(self, timeout: float = 60.0) -> list[str]:
         """Stop profiling and wait for every rank's trace; their paths. RuntimeError when none runs."""
@@ -204,9 +221,8 @@ class TokenizerManager:
         if prof is None:
             raise RuntimeError("no profile is running: POST /start_profile first")
         self.profile = None
-        with self.send_lock:
-            self.send_sock.send_pyobj(ProfileReq("stop"))
-        paths = [trace_path(prof.output_dir, prof.stamp, r) for r in range(self.server_args.tp_size)]
+        self._send(ProfileReq("stop"))
+        paths = [trace_path(prof.output_dir, prof.stamp, r, dp) for dp in range(len(self.send_socks)) for r in range(self.server_args.tp_size)]
         deadline = time.monotonic() + timeout
         while not all(os.path.exists(p) for p in paths):
             if time.monotonic() > deadline:
@@ -214,13 +230,19 @@ class TokenizerManager:
             time.sleep(0.05)
         return paths
 
-    def internal_state(self) -> dict[str, Any]:
-        """One scheduler's load figures, as upstream's ``/get_server_info`` ``internal_states`` entry."""
-        st = self.stats
+    def internal_states(self) -> list[dict[str, Any]]:
+        """One entry per data-parallel replica, as upstream's ``/get_server_info`` ``internal_states``."""
+        return [self.internal_state(dp) for dp in range(len(self.replica_stats))]
+
+    def internal_state(self, dp_rank: int = 0) -> dict[str, Any]:
+        """One replica's load figures; ``routed_requests`` counts the requests the controller sent it."""
+        st = self.replica_stats[dp_rank]
         now = time.perf_counter()
-        recent = [(t, n) for t, n in self.gen_window if now - t <= GEN_WINDOW_S]
+        recent = [(t, n) for t, n, dp in self.gen_window if now - t <= GEN_WINDOW_S and dp == dp_rank]
         span = max(now - recent[0][0], 1e-3) if recent else 0.0
         return {
+            "dp_rank": dp_rank,
+            "routed_requests": self.controller.routed[dp_rank],
             "last_gen_throughput": round(sum(n for _, n in recent) / span, 3) if recent else 0.0,
             "avg_spec_accept_length": None,  # no speculative decoding
             "num_running_reqs": st.num_running if st else 0,
@@ -245,7 +267,8 @@ class TokenizerManager:
 
     def _handle(self, msg: Any) -> None:
         if isinstance(msg, SchedulerStats):
-            self.stats = msg
+            if 0 <= msg.dp_rank < len(self.replica_stats):
+                self.replica_stats[msg.dp_rank] = msg
         elif isinstance(msg, SchedulerError):
             self._on_error(msg)
         elif isinstance(msg, EngineFatal):
@@ -269,13 +292,14 @@ class TokenizerManager:
                 st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
                 now = time.perf_counter()
                 if ids:
-                    self.gen_window.append((now, len(ids)))
+                    self.gen_window.append((now, len(ids), self.controller.replica_of(rid) or 0))
                     self.metrics.generation_tokens.inc(len(ids))
                     (self.metrics.itl if st.last_chunk else self.metrics.ttft).observe(now - (st.last_chunk or st.created))
                     st.last_chunk = now
                 if reason is not None:
                     st.finished = reason
                     del self.states[rid]
+                    self.controller.finish(rid)
                     if self.server_args.log_requests:
                         logger.info("finished %s (%s, %d tokens): %r", rid, reason.get("type"), len(st.output_ids), st.text[:500])
             st.wake()
@@ -284,13 +308,16 @@ class TokenizerManager:
         if msg.status < 500:
             self._finish_with_error(msg.rid, RequestError(msg.message))
             return
+        with self.lock:
+            dp = self.controller.replica_of(msg.rid)
         self._finish_with_error(msg.rid, RequestFailedError(msg.message))
-        with self.send_lock:  # a request that failed outside the scheduler may still run there
-            self.send_sock.send_pyobj(AbortReq(msg.rid))
+        if dp is not None:  # a request that failed outside the scheduler may still run there
+            self._send(AbortReq(msg.rid), dp)
 
     def _finish_with_error(self, rid: str, err: BaseException) -> None:
         with self.lock:
             st = self.states.pop(rid, None)
+            self.controller.finish(rid)
         if st is not None:
             st.error = err
             st.wake()
@@ -301,6 +328,8 @@ class TokenizerManager:
             self.dead = err
         with self.lock:
             states, self.states = list(self.states.values()), {}
+            for st in states:
+                self.controller.finish(st.rid)
         for st in states:
             st.error = err
             st.wake()
@@ -308,7 +337,8 @@ class TokenizerManager:
     def close(self) -> None:
         self._stop.set()
         self.thread.join(timeout=2)
-        self.send_sock.close(0)
+        for sock in self.send_socks:
+            sock.close(0)
         self.recv_sock.close(0)
         self.ctx.term()
 

@@ -26,6 +26,7 @@ SRT_CONTRACT: list[C] = [
     C("is_pin_memory_available", "memory", "Active", (_RUNNER,)),
     C("get_torch_distributed_backend_str", "distributed", "Active", (_RUNNER,), "Planned"),
     C("get_communicator_class", "distributed", "Planned"),
+    C("get_ray_bundle", "distributed", "Active", ("sglang.srt.ray.engine",)),
     C("inference_mode", "execution", "Active", (_RUNNER,), "Planned"),
     C("seed_everything", "execution", "Planned"),
     C("verify_quantization", "execution", "Active", (_RUNNER,), "Planned"),

@@ -86,6 +86,12 @@ class SRTPlatform(DeviceMixin):
     def get_compile_backend(self, mode: str | None = None) -> str:
         return "inductor"
 
+    def get_ray_bundle(self, cpus: int) -> dict[str, float]:
+        """The Ray placement-group bundle of one scheduler rank under ``--use-ray`` (``cpus``: its share of
+        the cluster's CPUs). Default: ``{"CPU": cpus}`` on a CPU platform, ``{"GPU": 1, "CPU": cpus}`` otherwise;
+        a vendor whose device Ray knows under another resource name returns that."""
+        return {"CPU": float(cpus)} if self.is_cpu() else {"GPU": 1.0, "CPU": float(cpus)}
+
     def get_dispatch_key_name(self) -> str:
         """Dispatch key of fused ops (``BaseFusedOp``)."""
         return "native"

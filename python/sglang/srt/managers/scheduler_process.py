@@ -1,0 +1,96 @@
+"""A scheduler rank's life in its own process: start, report, serve.
+
+``start_scheduler`` and ``serve_scheduler`` are the one body of a rank under
+every launcher: ``run_scheduler_process`` (a ``spawn``ed process, the default)
+and ``sglang.srt.ray.SchedulerActor`` (``--use-ray``). Only how the ready
+report travels differs (a pipe, or the actor method's return value).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sglang.plugin_core.hooks.faults import describe_fault
+from sglang.srt.managers.io_struct import EngineFatal
+from sglang.srt.managers.scheduler import Scheduler
+from sglang.srt.managers.scheduler_faults import SchedulerFatalError
+from sglang.srt.runtime_context import get_schedule
+
+if TYPE_CHECKING:
+    from sglang.srt.server_args import ServerArgs
+
+
+def rank_name(tp_rank: int, dp_rank: int = 0) -> str:
+    """``TP1``, or ``DP1-TP0`` for a rank of data-parallel replica 1: how logs and errors name a rank."""
+    return f"DP{dp_rank}-TP{tp_rank}" if dp_rank else f"TP{tp_rank}"
+
+
+def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, dp_rank: int = 0,
+                    threads: int | None = None) -> tuple[Scheduler, Any, dict[str, Any]]:
+    """Everything a scheduler rank does before it serves, in the process that will serve: plugins
+    (once per process), publish as ``role="scheduler"``, the I/O sockets, the Scheduler (its model
+    runner calls the platform's ``init_backend()``). Returns the scheduler, its I/O and the ready
+    report the launcher checks (the plugin manifest among it). The one body under both launchers:
+    ``run_scheduler_process`` (a spawned process) and ``sglang.srt.ray.SchedulerActor``."""
+    import os
+
+    import torch
+
+    from sglang.srt.managers.scheduler_io import SchedulerIO
+    from sglang.srt.plugins import load_plugins, plugin_manifest
+    from sglang.srt.runtime_context import publish
+
+    per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
+    torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) // per_node))
+    load_plugins()
+    publish(server_args, role="scheduler")
+    io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
+    scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io, dp_rank=dp_rank)
+    name = rank_name(tp_rank, dp_rank)
+    return scheduler, io, {
+        "status": "ready",
+        "rank": tp_rank,
+        "dp_rank": dp_rank,
+        "pid": os.getpid(),
+        "scheduler_input": io.input_addr,
+        "max_total_tokens": scheduler.max_total_tokens,
+        "context_length": scheduler.context_length,
+        "max_running_requests": get_schedule().max_running_requests,
+        "attention_backend": scheduler.tp_worker.model_runner.attention_backend,
+        "dtype": str(scheduler.tp_worker.model_runner.dtype).replace("torch.", ""),
+        "process": f"scheduler {name} (pid {os.getpid()})",
+        "manifest": plugin_manifest(),
+    }
+
+
+def serve_scheduler(scheduler: Scheduler, io: Any) -> None:
+    """Run the event loop until a fatal fault; tell the clients why, then raise ``SystemExit(1)``."""
+    try:
+        scheduler.event_loop()
+    except BaseException as exc:  # tell the clients why before the process goes
+        name = rank_name(scheduler.tp_rank, scheduler.dp_rank)
+        message = str(exc) if isinstance(exc, SchedulerFatalError) else f"scheduler {name} stopped: {describe_fault(exc)}"
+        logging.getLogger(__name__).critical("%s", message, exc_info=exc)
+        try:
+            io.send(EngineFatal(message))
+        except Exception:
+            pass
+        raise SystemExit(1) from None
+
+
+def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0) -> None:
+    """Body of ``run_scheduler_process`` (a spawned process): ``start_scheduler``, report on ``pipe``, serve."""
+    import traceback
+
+    from sglang.utils.process import configure_child_logging, die_with_parent
+
+    die_with_parent()
+    configure_child_logging(server_args.log_level, rank_name(tp_rank, dp_rank))
+    try:
+        scheduler, io, ready = start_scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+    except BaseException:
+        pipe.send({"status": "error", "rank": tp_rank, "dp_rank": dp_rank, "error": traceback.format_exc()})
+        raise
+    pipe.send(ready)
+    serve_scheduler(scheduler, io)
