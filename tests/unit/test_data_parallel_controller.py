@@ -71,3 +71,13 @@ def test_unknown_method_names_the_supported_ones():
 def test_one_replica_always_routes_to_it():
     c = DataParallelController(1, "cache_aware")
     assert {c.route(f"r{i}", [i] * 40) for i in range(5)} == {0}
+
+
+def test_ray_bundles_interleave_nodes_from_the_launchers():
+    from sglang.srt.ray.placement import interleave
+
+    nodes = {0: "B", 1: "A", 2: "C", 3: "A", 4: "B", 5: "C"}
+    order = interleave(nodes, "A")
+    assert [nodes[i] for i in order] == ["A", "B", "C", "A", "B", "C"]  # each replica of TP 3: one rank per node
+    assert order[0] == 1 and sorted(order) == list(range(6))
+    assert interleave({0: "X", 1: "Y", 2: "X"}, "A") == [0, 1, 2]  # the launcher's node holds none: in turn still

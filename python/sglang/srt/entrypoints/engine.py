@@ -90,6 +90,7 @@ class Engine(Closing):
             return  # other nodes only host scheduler ranks
         publish(server_args, role="tokenizer")
         self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info)
+        self.tokenizer_manager.root_cause = self._wait_dead_child
         threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
 
     def _detokenizer_input(self) -> str | None:
@@ -163,6 +164,12 @@ class Engine(Closing):
             if dead:
                 return dead
         return None
+
+    def _wait_dead_child(self, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        while (dead := self._dead_child()) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return dead
 
     def _watchdog(self) -> None:
         while not self._closed:

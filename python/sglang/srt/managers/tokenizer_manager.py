@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,7 @@ class TokenizerManager:
         self.controller = DataParallelController(len(replicas), server_args.load_balance_method, server_args.page_size, self.max_total_tokens)
         self.replica_stats: list[SchedulerStats | None] = [None] * len(replicas)
         self.dead: BaseException | None = None
+        self.root_cause: Callable[[float], str | None] | None = None  # the launcher's "which child died", waiting up to N s
         self.metrics = EngineMetrics(lambda: self.replica_stats)
         self.gen_window: deque[tuple[float, int, int]] = deque(maxlen=4096)  # (time, tokens, replica) of recent outputs
         self.profile: ProfileReq | None = None
@@ -272,8 +274,12 @@ class TokenizerManager:
         elif isinstance(msg, SchedulerError):
             self._on_error(msg)
         elif isinstance(msg, EngineFatal):
-            logger.error("the engine stopped: %s", msg.message)
-            self.fail_all(EngineDeadError(msg.message))
+            # a rank that stops because a peer died (a torch.distributed error) reports the symptom: name the
+            # process that died first, when the launcher sees one
+            dead = self.root_cause(2.0) if self.root_cause is not None else None
+            message = f"{dead}; then {msg.message}" if dead else msg.message
+            logger.error("the engine stopped: %s", message)
+            self.fail_all(EngineDeadError(message))
         elif isinstance(msg, BatchStrOut):
             self._dispatch(msg)
 

@@ -62,6 +62,18 @@ def place(ray: Any, bundle: dict[str, float], ranks: int, nnodes: int) -> Placem
     nodes = table["bundles_to_node_id"]
     if len(nodes) < ranks:
         raise PlacementError(f"{PLACEMENT_GROUP_ENV}={name} has {len(nodes)} bundles; {ranks} scheduler ranks need one each")
-    here = ray.get_runtime_context().get_node_id()
-    order = sorted(range(len(nodes)), key=lambda i: (nodes[i] != here, i))[:ranks]
-    return Placement(group, created, order)
+    return Placement(group, created, interleave(nodes, ray.get_runtime_context().get_node_id())[:ranks])
+
+
+def interleave(bundle_nodes: dict[int, str], first_node: str) -> list[int]:
+    """Bundle indices taking one bundle per node in turn, ``first_node`` (the launcher's) first: rank 0 of
+    each replica lands on the launcher's node when it has a bundle, and a replica's TP ranks on distinct nodes
+    when there are enough (``--nnodes``)."""
+    by_node: dict[str, list[int]] = {}
+    for i in sorted(bundle_nodes):
+        by_node.setdefault(bundle_nodes[i], []).append(i)
+    queues = sorted(by_node.items(), key=lambda kv: (kv[0] != first_node, kv[1][0]))
+    order: list[int] = []
+    while any(q for _, q in queues):
+        order += [q.pop(0) for _, q in queues if q]
+    return order

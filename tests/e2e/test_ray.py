@@ -1,0 +1,75 @@
+"""``--use-ray`` on a Ray cluster of three nodes this test starts on 127.0.0.1 (two logical CPUs each):
+one server with TP 3 spread over the nodes and two data-parallel replicas, then a killed actor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from helpers.ray_cluster import ENV, RayCluster
+from helpers.scale_out import engine_texts, greedy_texts, many_requests, post, server_info
+from helpers.server import ServerProc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.model]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = RayCluster(3, 2, tmp_path_factory.mktemp("ray") / "cluster.txt")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_server(cluster, tmp_path_factory):
+    # the cluster is named by RAY_ADDRESS (the --ray-address flag takes precedence when given)
+    s = ServerProc(["--use-ray", "--tp-size", "3", "--nnodes", "3", "--dp-size", "2", "--dtype", "float32", "--log-level", "info"],
+                   tmp_path_factory.mktemp("ray-srv") / "log.txt", env={**ENV, "RAY_ADDRESS": cluster.address}, timeout=300)
+    yield s
+    s.stop()
+
+
+def test_ray_places_each_replicas_tp_ranks_on_three_nodes_and_matches_tp1(ray_server, cluster, engine):
+    ranks = server_info(ray_server.url)["runtime"]["ranks"]
+    assert [(r["dp_rank"], r["rank"]) for r in ranks] == [(d, t) for d in range(2) for t in range(3)]
+    for dp in range(2):
+        assert len({r["node_id"] for r in ranks if r["dp_rank"] == dp}) == 3, ranks  # one rank per node
+    assert all("Ray actor" in r["process"] for r in ranks)
+    state = cluster.state()
+    assert state["actors"].count("SchedulerActor") == 6 and len(state["placement_groups"]) == 1
+    assert greedy_texts(ray_server.url) == engine_texts(engine)
+
+
+def test_ray_two_replicas_serve_64_requests(ray_server):
+    results = many_requests(ray_server.url)
+    assert len(results) == 64
+    states = server_info(ray_server.url)["internal_states"]
+    assert len(states) == 2 and all(s["routed_requests"] > 0 for s in states)
+
+
+def test_a_killed_actor_fails_the_requests_and_the_server_exits_naming_it_leaving_nothing(ray_server, cluster):
+    victim = next(r for r in server_info(ray_server.url)["runtime"]["ranks"] if (r["dp_rank"], r["rank"]) == (0, 1))
+
+    def long_request(i: int):
+        try:
+            return post(ray_server.url, "/generate", {"text": f"Story {i}: once upon a time", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}})
+        except OSError as exc:  # the server went away mid-response: an error too
+            return 599, str(exc)
+
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(long_request, i) for i in range(4)]
+        time.sleep(2)
+        killed = time.monotonic()
+        os.kill(victim["pid"], signal.SIGKILL)
+        results = [f.result(timeout=60) for f in futures]
+    assert all(status >= 500 for status, _ in results), results
+    ray_server.proc.wait(timeout=max(1, 10 - (time.monotonic() - killed)))
+    assert ray_server.proc.returncode != 0
+    log = ray_server.text()
+    shutdown = next(line for line in log.splitlines() if "shutting down:" in line)
+    assert "scheduler TP1 (Ray actor" in shutdown and "died" in shutdown, shutdown  # the killed actor, not a survivor's symptom
+    assert cluster.state() == {"actors": [], "placement_groups": []}
