@@ -169,7 +169,7 @@ def test_explain_notes_plugins_that_did_not_run(examples):
 # -- check --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("dist", "count"), [("my-platform-plugin", 68), ("my-general-plugin", 5)])
+@pytest.mark.parametrize(("dist", "count"), [("my-platform-plugin", 69), ("my-general-plugin", 5)])
 def test_check_passes_for_the_examples(examples, dist, count):
     proc = sglang(["plugins", "check", dist], examples)
     assert proc.returncode == 0, proc.stdout

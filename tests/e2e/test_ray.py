@@ -3,8 +3,11 @@ one server with TP 3 spread over the nodes and two data-parallel replicas, then 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -73,3 +76,43 @@ def test_a_killed_actor_fails_the_requests_and_the_server_exits_naming_it_leavin
     shutdown = next(line for line in log.splitlines() if "shutting down:" in line)
     assert "scheduler TP1 (Ray actor" in shutdown and "died" in shutdown, shutdown  # the killed actor, not a survivor's symptom
     assert cluster.state() == {"actors": [], "placement_groups": []}
+
+
+ENGINE_SCRIPT = '''
+import json
+import sglang
+from sglang.srt.managers.tokenizer_manager import EngineDeadError
+
+
+def main():
+    out = {}
+    try:  # a rank that fails to start: its traceback reaches the caller
+        sglang.Engine(use_ray=True, attention_backend="bogus", log_level="error")
+    except EngineDeadError as exc:
+        out["error"] = str(exc)
+    import ray
+    out["connected_after_failure"] = ray.is_initialized()
+    with sglang.Engine(use_ray=True, log_level="error") as engine:
+        out["type"] = type(engine).__name__
+        out["node"] = engine.get_server_info()["ranks"][0]["node_id"]
+        out["text"] = engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})["text"]
+    out["connected_after_shutdown"] = ray.is_initialized()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_engine_use_ray_without_a_cluster_starts_a_local_one_and_reports_a_failed_rank(tmp_path, engine):
+    script = tmp_path / "ray_engine.py"
+    script.write_text(ENGINE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", *ENV)}  # no cluster named: a local one on 127.0.0.1
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env={**env, "SGLANG_QUIET_LOAD": "1"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "scheduler TP0 failed to start" in out["error"] and "unknown attention backend 'bogus'" in out["error"], out["error"]
+    assert "Traceback" in out["error"] and not out["connected_after_failure"]  # the failed start left the cluster it started
+    assert out["type"] == "RayEngine" and out["node"] and not out["connected_after_shutdown"]
+    assert out["text"] == engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})["text"]

@@ -147,8 +147,11 @@ def test_flush_cache_and_metrics(server, client):
 
 
 def _metric(server, name):
+    """A series' value; a labelled one (the load gauges carry ``dp_rank``) summed over its labels."""
     text = http(server, "/metrics")[1]
-    return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith((name + " ", name + "{"))]
+    assert values, name
+    return sum(values)
 
 
 def test_client_disconnect_aborts_the_request_and_frees_its_pages(server):

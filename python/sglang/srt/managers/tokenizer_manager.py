@@ -79,6 +79,7 @@ class ReqState:
     input_logprobs: list[Any] | None = None  # (logprob, top) of the prompt's tokens from max(1, logprob_start_len)
     input_ids: list[int] = field(default_factory=list)  # kept only when prompt log-probabilities are asked for
     logprob_start_len: int = -1
+    dp_rank: int = 0  # the data-parallel replica serving it
     error: BaseException | None = None
     abort_sent: bool = False
     created: float = field(default_factory=time.perf_counter)
@@ -166,7 +167,7 @@ class TokenizerManager:
             state.input_ids, state.logprob_start_len = ids, params.logprob_start_len
         with self.lock:
             self.states[rid] = state
-            dp = self.controller.route(rid, ids)
+            dp = state.dp_rank = self.controller.route(rid, ids)
         self.metrics.requests.inc()
         self.metrics.prompt_tokens.inc(len(ids))
         self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream), dp)

@@ -9,10 +9,13 @@ the operator reserved under that name instead of creating one.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 PLACEMENT_GROUP_ENV = "SGLANG_RAY_PLACEMENT_GROUP"
 READY_TIMEOUT_S = float(os.environ.get("SGLANG_RAY_PLACEMENT_TIMEOUT", "60"))
@@ -62,7 +65,12 @@ def place(ray: Any, bundle: dict[str, float], ranks: int, nnodes: int) -> Placem
     nodes = table["bundles_to_node_id"]
     if len(nodes) < ranks:
         raise PlacementError(f"{PLACEMENT_GROUP_ENV}={name} has {len(nodes)} bundles; {ranks} scheduler ranks need one each")
-    return Placement(group, created, interleave(nodes, ray.get_runtime_context().get_node_id())[:ranks])
+    here = ray.get_runtime_context().get_node_id()
+    order = interleave(nodes, here)[:ranks]
+    if nodes[order[0]] != here:
+        logger.warning("no bundle of the placement group is on this node (%s): rank 0 runs on node %s; requests reach it "
+                       "over TCP. Give this node CPUs in the Ray cluster to keep rank 0 beside the server", here[:8], nodes[order[0]][:8])
+    return Placement(group, created, order)
 
 
 def interleave(bundle_nodes: dict[int, str], first_node: str) -> list[int]:
