@@ -192,23 +192,6 @@ def test_a_dead_child_is_reported_within_seconds_and_nothing_outlives_the_engine
     assert all(not p.is_alive() for p in e.procs)
 
 
-@pytest.fixture(scope="module")
-def tiny_tp_model(tmp_path_factory, engine):
-    """A random Llama whose 4 heads / 2 KV heads split over two ranks, with the default tokenizer."""
-    import json
-
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True)
-    LlamaForCausalLM(cfg).save_pretrained(path, safe_serialization=True)
-    engine.tokenizer_manager.tokenizer.backend.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
-    return path
-
-
 def test_tensor_parallel_two_ranks_equals_one(engine, tiny_tp_model):
     ids = [_chat_ids(engine, p) for p in PROMPTS[:3]]
     params = {"temperature": 0, "max_new_tokens": 16, "ignore_eos": True}

@@ -1,5 +1,7 @@
-"""``--use-ray`` on a Ray cluster of three nodes this test starts on 127.0.0.1 (two logical CPUs each):
-one server with TP 3 spread over the nodes and two data-parallel replicas, then a killed actor."""
+"""``--use-ray`` on a Ray cluster of two nodes this test starts on 127.0.0.1 (two logical CPUs each): one
+server with TP 2 spread over the nodes and two data-parallel replicas, then a killed actor; and
+``sglang.Engine(use_ray=True)`` on a local cluster it starts itself. The tiny TP-2 model (helpers.scale_out)
+keeps four actors within seconds on two cores."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from helpers.ray_cluster import ENV, RayCluster
-from helpers.scale_out import engine_texts, greedy_texts, many_requests, post, server_info
+from helpers.scale_out import GREEDY, PROMPT_IDS, SMALL, greedy_ids, many_requests, post, server_info
 from helpers.server import ServerProc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.model]
@@ -22,29 +24,30 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.model]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = RayCluster(3, 2, tmp_path_factory.mktemp("ray") / "cluster.txt")
+    c = RayCluster(2, 2, tmp_path_factory.mktemp("ray") / "cluster.txt")
     yield c
     c.stop()
 
 
 @pytest.fixture(scope="module")
-def ray_server(cluster, tmp_path_factory):
+def ray_server(cluster, tmp_path_factory, tiny_tp_model):
     # the cluster is named by RAY_ADDRESS (the --ray-address flag takes precedence when given)
-    s = ServerProc(["--use-ray", "--tp-size", "3", "--nnodes", "3", "--dp-size", "2", "--dtype", "float32", "--log-level", "info"],
+    flags = ["--model-path", str(tiny_tp_model), "--use-ray", "--tp-size", "2", "--nnodes", "2", "--dp-size", "2", *SMALL]
+    s = ServerProc([*flags, "--log-level", "info"],
                    tmp_path_factory.mktemp("ray-srv") / "log.txt", env={**ENV, "RAY_ADDRESS": cluster.address}, timeout=300)
     yield s
     s.stop()
 
 
-def test_ray_places_each_replicas_tp_ranks_on_three_nodes_and_matches_tp1(ray_server, cluster, engine):
+def test_ray_places_each_replicas_tp_ranks_on_both_nodes_and_matches_tp1(ray_server, cluster, tiny_tp1_ids):
     ranks = server_info(ray_server.url)["runtime"]["ranks"]
-    assert [(r["dp_rank"], r["rank"]) for r in ranks] == [(d, t) for d in range(2) for t in range(3)]
+    assert [(r["dp_rank"], r["rank"]) for r in ranks] == [(d, t) for d in range(2) for t in range(2)]
     for dp in range(2):
-        assert len({r["node_id"] for r in ranks if r["dp_rank"] == dp}) == 3, ranks  # one rank per node
+        assert len({r["node_id"] for r in ranks if r["dp_rank"] == dp}) == 2, ranks  # one rank per node
     assert all("Ray actor" in r["process"] for r in ranks)
     state = cluster.state()
-    assert state["actors"].count("SchedulerActor") == 6 and len(state["placement_groups"]) == 1
-    assert greedy_texts(ray_server.url) == engine_texts(engine)
+    assert state["actors"].count("SchedulerActor") == 4 and len(state["placement_groups"]) == 1
+    assert greedy_ids(ray_server.url) == tiny_tp1_ids
 
 
 def test_ray_two_replicas_serve_64_requests(ray_server):
@@ -58,14 +61,14 @@ def test_a_killed_actor_fails_the_requests_and_the_server_exits_naming_it_leavin
     victim = next(r for r in server_info(ray_server.url)["runtime"]["ranks"] if (r["dp_rank"], r["rank"]) == (0, 1))
 
     def long_request(i: int):
-        try:
-            return post(ray_server.url, "/generate", {"text": f"Story {i}: once upon a time", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}})
+        try:  # up to the tiny model's context (512): seconds of decoding on two cores
+            return post(ray_server.url, "/generate", {"text": f"Story {i}:", "sampling_params": {"max_new_tokens": 480, "ignore_eos": True}})
         except OSError as exc:  # the server went away mid-response: an error too
             return 599, str(exc)
 
-    with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(long_request, i) for i in range(4)]
-        time.sleep(2)
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(long_request, i) for i in range(8)]
+        time.sleep(0.5)
         killed = time.monotonic()
         os.kill(victim["pid"], signal.SIGKILL)
         results = [f.result(timeout=60) for f in futures]
@@ -80,6 +83,8 @@ def test_a_killed_actor_fails_the_requests_and_the_server_exits_naming_it_leavin
 
 ENGINE_SCRIPT = '''
 import json
+import sys
+
 import sglang
 from sglang.srt.managers.tokenizer_manager import EngineDeadError
 
@@ -87,15 +92,15 @@ from sglang.srt.managers.tokenizer_manager import EngineDeadError
 def main():
     out = {}
     try:  # a rank that fails to start: its traceback reaches the caller
-        sglang.Engine(use_ray=True, attention_backend="bogus", log_level="error")
+        sglang.Engine(use_ray=True, model_path=sys.argv[1], attention_backend="bogus", log_level="error", max_total_tokens=2048)
     except EngineDeadError as exc:
         out["error"] = str(exc)
     import ray
     out["connected_after_failure"] = ray.is_initialized()
-    with sglang.Engine(use_ray=True, log_level="error") as engine:
+    with sglang.Engine(use_ray=True, model_path=sys.argv[1], dtype="float32", log_level="error", max_total_tokens=2048) as engine:
         out["type"] = type(engine).__name__
         out["node"] = engine.get_server_info()["ranks"][0]["node_id"]
-        out["text"] = engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})["text"]
+        out["ids"] = [r["output_ids"] for r in engine.generate(input_ids=json.loads(sys.argv[2]), sampling_params=json.loads(sys.argv[3]))]
     out["connected_after_shutdown"] = ray.is_initialized()
     print(json.dumps(out))
 
@@ -105,14 +110,14 @@ if __name__ == "__main__":
 '''
 
 
-def test_engine_use_ray_without_a_cluster_starts_a_local_one_and_reports_a_failed_rank(tmp_path, engine):
+def test_engine_use_ray_without_a_cluster_starts_a_local_one_and_reports_a_failed_rank(tmp_path, tiny_tp_model, tiny_tp1_ids):
     script = tmp_path / "ray_engine.py"
     script.write_text(ENGINE_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", *ENV)}  # no cluster named: a local one on 127.0.0.1
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env={**env, "SGLANG_QUIET_LOAD": "1"})
+    proc = subprocess.run([sys.executable, str(script), str(tiny_tp_model), json.dumps(PROMPT_IDS), json.dumps(GREEDY)], capture_output=True, text=True, timeout=300, env={**env, "SGLANG_QUIET_LOAD": "1"})
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "scheduler TP0 failed to start" in out["error"] and "unknown attention backend 'bogus'" in out["error"], out["error"]
     assert "Traceback" in out["error"] and not out["connected_after_failure"]  # the failed start left the cluster it started
     assert out["type"] == "RayEngine" and out["node"] and not out["connected_after_shutdown"]
-    assert out["text"] == engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})["text"]
+    assert out["ids"] == tiny_tp1_ids

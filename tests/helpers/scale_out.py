@@ -1,4 +1,7 @@
-"""Shared pieces of the scale-out tests: prompts, greedy generation over HTTP, server info."""
+"""Shared pieces of the scale-out tests: prompts, greedy generation over HTTP, server info.
+
+The tests run the tiny random Llama of ``tiny_tp_model`` (4 heads, 2 KV heads: TP 2) with a small KV
+cache, so that several ranks and replicas start within seconds on two cores."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-PROMPTS = ["The capital of France is", "1, 2, 3,", "Water boils at", "The opposite of hot is"]
-GREEDY = {"temperature": 0, "max_new_tokens": 12}
+PROMPT_IDS = [[504, 3575, 282, 4649, 314], [33, 28, 216, 34, 28, 216, 35, 28], [9609, 15487, 418], [378, 6686, 282, 2447, 314, 1034]]
+GREEDY = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+SMALL = ["--dtype", "float32", "--max-total-tokens", "2048"]
 
 
 def post(url: str, path: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, Any]:
@@ -30,23 +34,19 @@ def server_info(url: str) -> dict[str, Any]:
     return json.loads(get(url, "/get_server_info")[1])
 
 
-def greedy_texts(url: str, prompts: list[str] = PROMPTS) -> list[str]:
+def greedy_ids(url: str) -> list[list[int]]:
     out = []
-    for p in prompts:
-        status, body = post(url, "/generate", {"text": p, "sampling_params": GREEDY})
+    for ids in PROMPT_IDS:
+        status, body = post(url, "/generate", {"input_ids": ids, "sampling_params": GREEDY})
         assert status == 200, body
-        out.append(body["text"])
+        out.append(body["output_ids"])
     return out
-
-
-def engine_texts(engine: Any, prompts: list[str] = PROMPTS) -> list[str]:
-    return [r["text"] for r in engine.generate(prompts, GREEDY)]
 
 
 def many_requests(url: str, n: int = 64, workers: int = 16) -> list[dict[str, Any]]:
     """``n`` distinct completions sent ``workers`` at a time; each must succeed."""
     def one(i: int) -> dict[str, Any]:
-        status, body = post(url, "/generate", {"text": f"Request {i}: count from {i}:", "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
+        status, body = post(url, "/generate", {"text": f"Request {i}: count from {i}:", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}})
         assert status == 200, body
         return body
 
