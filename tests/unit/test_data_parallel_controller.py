@@ -81,3 +81,11 @@ def test_ray_bundles_interleave_nodes_from_the_launchers():
     assert [nodes[i] for i in order] == ["A", "B", "C", "A", "B", "C"]  # each replica of TP 3: one rank per node
     assert order[0] == 1 and sorted(order) == list(range(6))
     assert interleave({0: "X", 1: "Y", 2: "X"}, "A") == [0, 1, 2]  # the launcher's node holds none: in turn still
+
+
+def test_the_ray_bundle_of_a_rank_comes_from_the_platform():
+    from sglang.srt.platforms.cpu import CpuSRTPlatform
+    from sglang.srt.platforms.cuda import CudaSRTPlatform
+
+    assert CpuSRTPlatform().get_ray_bundle(2) == {"CPU": 2.0}
+    assert CudaSRTPlatform().get_ray_bundle(4) == {"GPU": 1.0, "CPU": 4.0}
