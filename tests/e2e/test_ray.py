@@ -83,6 +83,7 @@ def test_a_killed_actor_fails_the_requests_and_the_server_exits_naming_it_leavin
 
 ENGINE_SCRIPT = '''
 import json
+import os
 import sys
 
 import sglang
@@ -91,17 +92,25 @@ from sglang.srt.managers.tokenizer_manager import EngineDeadError
 
 def main():
     out = {}
-    try:  # a rank that fails to start: its traceback reaches the caller
+    try:  # no cluster named: a local one; a rank that fails to start: its traceback reaches the caller
         sglang.Engine(use_ray=True, model_path=sys.argv[1], attention_backend="bogus", log_level="error", max_total_tokens=2048)
     except EngineDeadError as exc:
         out["error"] = str(exc)
     import ray
+    from ray.util.placement_group import placement_group, placement_group_table
+
     out["connected_after_failure"] = ray.is_initialized()
+    # an application that is already a Ray driver, with a placement group it reserved by name
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=2)
+    reserved = placement_group([{"CPU": 1}], name="reserved-for-sglang")
+    ray.get(reserved.ready())
+    os.environ["SGLANG_RAY_PLACEMENT_GROUP"] = "reserved-for-sglang"
     with sglang.Engine(use_ray=True, model_path=sys.argv[1], dtype="float32", log_level="error", max_total_tokens=2048) as engine:
         out["type"] = type(engine).__name__
         out["node"] = engine.get_server_info()["ranks"][0]["node_id"]
         out["ids"] = [r["output_ids"] for r in engine.generate(input_ids=json.loads(sys.argv[2]), sampling_params=json.loads(sys.argv[3]))]
     out["connected_after_shutdown"] = ray.is_initialized()
+    out["reserved_state"] = placement_group_table(reserved)["state"]
     print(json.dumps(out))
 
 
@@ -110,7 +119,7 @@ if __name__ == "__main__":
 '''
 
 
-def test_engine_use_ray_without_a_cluster_starts_a_local_one_and_reports_a_failed_rank(tmp_path, tiny_tp_model, tiny_tp1_ids):
+def test_engine_use_ray_starts_a_local_cluster_reports_a_failed_rank_and_reuses_a_reserved_group(tmp_path, tiny_tp_model, tiny_tp1_ids):
     script = tmp_path / "ray_engine.py"
     script.write_text(ENGINE_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", *ENV)}  # no cluster named: a local one on 127.0.0.1
@@ -119,5 +128,6 @@ def test_engine_use_ray_without_a_cluster_starts_a_local_one_and_reports_a_faile
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "scheduler TP0 failed to start" in out["error"] and "unknown attention backend 'bogus'" in out["error"], out["error"]
     assert "Traceback" in out["error"] and not out["connected_after_failure"]  # the failed start left the cluster it started
-    assert out["type"] == "RayEngine" and out["node"] and not out["connected_after_shutdown"]
+    assert out["type"] == "RayEngine" and out["node"]
+    assert out["connected_after_shutdown"] and out["reserved_state"] == "CREATED"  # the caller's connection and group are left alone
     assert out["ids"] == tiny_tp1_ids

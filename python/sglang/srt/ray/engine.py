@@ -50,14 +50,14 @@ class RayRanks:
 
         ray = self.ray
         self.specs = specs = [(dp, tp) for dp in range(server_args.dp_size) for tp in range(server_args.tp_size)]
-        threads = cpus_per_rank(ray, len(specs))
-        bundle = current_platform.get_ray_bundle(threads)
+        bundle = current_platform.get_ray_bundle(cpus_per_rank(ray, len(specs)))
         self.placement = place(ray, bundle, len(specs), server_args.nnodes)
         remote = ray.remote(SchedulerActor)
-        extra = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
         for i, (dp, tp) in enumerate(specs):
+            own = self.placement.bundles[i]  # the actor asks for its whole bundle (a reused group's may differ from `bundle`)
+            extra = {k: v for k, v in own.items() if k not in ("CPU", "GPU", "memory", "object_store_memory")}
             strategy = PlacementGroupSchedulingStrategy(self.placement.group, placement_group_bundle_index=self.placement.order[i])
-            actor = remote.options(num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0), resources=extra or None,
+            actor = remote.options(num_cpus=own.get("CPU", 0), num_gpus=own.get("GPU", 0), resources=extra or None,
                                    scheduling_strategy=strategy, max_restarts=0).remote(server_args.log_level, rank_name(tp, dp))
             self.actors.append(actor)
             self.names.append(rank_name(tp, dp))
@@ -65,6 +65,7 @@ class RayRanks:
         for i, (dp, tp) in enumerate(specs):
             lead = self.nodes[dp * server_args.tp_size]  # the replica's rank 0
             view = port_args.replica(dp, f"tcp://{lead['ip']}:{lead['port']}", f"tcp://{self.nodes[i]['ip']}:0")
+            threads = max(1, int(self.placement.bundles[i].get("CPU", 1)))
             self.starting[self.actors[i].start.remote(server_args, view, 0, tp, dp, threads)] = i
         logger.info("Ray: %d scheduler actors placed on nodes %s", len(specs), [n["node_id"][:8] for n in self.nodes])
 

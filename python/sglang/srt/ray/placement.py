@@ -30,6 +30,7 @@ class Placement:
     group: Any
     created: bool  # removed at shutdown only when created here
     order: list[int]  # bundle index of each rank, in launch order: the driver's node first
+    bundles: list[dict[str, float]]  # the resources of each rank's bundle (a reused group's own), in launch order
 
 
 def cpus_per_rank(ray: Any, ranks: int) -> int:
@@ -70,7 +71,7 @@ def place(ray: Any, bundle: dict[str, float], ranks: int, nnodes: int) -> Placem
     if nodes[order[0]] != here:
         logger.warning("no bundle of the placement group is on this node (%s): rank 0 runs on node %s; requests reach it "
                        "over TCP. Give this node CPUs in the Ray cluster to keep rank 0 beside the server", here[:8], nodes[order[0]][:8])
-    return Placement(group, created, order)
+    return Placement(group, created, order, [dict(table["bundles"][i]) for i in order])
 
 
 def interleave(bundle_nodes: dict[int, str], first_node: str) -> list[int]:
