@@ -155,6 +155,16 @@ def test_resolved_view_is_pipeline_internal():
         ({"max_total_tokens": 4}, "--max-total-tokens 4 must hold at least one page"),
         ({"chunked_prefill_size": 3}, "--chunked-prefill-size must be -1"),
         ({"nnodes": 2, "dist_init_addr": "nohost", "tp_size": 2}, "--dist-init-addr must be HOST:PORT"),
+        ({"dp_size": 0}, "--dp-size must be >= 1"),
+        ({"dp_size": 2, "nnodes": 2, "tp_size": 2, "dist_init_addr": "127.0.0.1:1"}, "--dp-size 2 with --nnodes 2: .* with --use-ray"),
+        ({"use_ray": True, "nnodes": 2, "node_rank": 1, "tp_size": 2}, "--use-ray launches every rank from node 0"),
+        # what argparse enforces on the command line, for sglang.Engine(**kwargs) and ServerArgs(...) callers
+        ({"load_balance_method": "random"}, "--load-balance-method must be one of round_robin, shortest_queue, cache_aware, got 'random'"),
+        ({"schedule_policy": "lifo"}, "--schedule-policy must be one of fcfs, lpm"),
+        ({"dp_size": "2"}, r"--dp-size must be an integer, got '2' \(str\)"),
+        ({"tp_size": True}, r"--tp-size must be an integer, got True \(bool\)"),
+        ({"use_ray": "yes"}, "--use-ray must be true or false"),
+        ({"mem_fraction_static": "0.5"}, "--mem-fraction-static must be a number"),
     ],
 )
 def test_check_server_args_names_the_flag(fields, message):

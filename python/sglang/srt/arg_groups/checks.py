@@ -12,8 +12,32 @@ def _need(cond: bool, msg: str) -> None:
         raise ServerArgsError(msg)
 
 
+_KIND = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def check_field_values(sa: Any) -> None:
+    """Every field has its annotated type and, where ``Arg.choices`` lists them, one of its choices: the
+    command line enforces both through argparse; ``sglang.Engine(**kwargs)`` and ``ServerArgs(...)`` come here."""
+    import typing
+
+    from sglang.srt.arg_groups.cli import base_type, flag_of
+    from sglang.srt.arg_groups.meta import field_arg, public_fields
+
+    hints = typing.get_type_hints(type(sa))
+    for f in public_fields(type(sa)):
+        value, (tp, optional) = getattr(sa, f.name), base_type(hints[f.name])
+        if value is None:
+            _need(optional, f"{flag_of(f)} must be set ({_KIND.get(tp, tp.__name__)}), got None")
+            continue
+        ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool)) or (tp is float and type(value) is int)
+        _need(ok, f"{flag_of(f)} must be {_KIND.get(tp, tp.__name__)}, got {value!r} ({type(value).__name__})")
+        choices = field_arg(f).choices
+        _need(choices is None or value in choices, f"{flag_of(f)} must be one of {', '.join(map(str, choices or ()))}, got {value!r}")
+
+
 def check_server_args(sa: Any) -> None:
     """Raise :class:`ServerArgsError` for the first invalid argument."""
+    check_field_values(sa)
     _need(bool(sa.model_path), "--model-path is empty: pass a .gguf file, a model directory, or smollm2-135m-instruct")
     _need(sa.tp_size >= 1, f"--tp-size must be >= 1, got {sa.tp_size}")
     _need(sa.nnodes >= 1, f"--nnodes must be >= 1, got {sa.nnodes}")

@@ -18,7 +18,7 @@ def flag_of(f: dataclasses.Field) -> str:
     return field_arg(f).cli or "--" + f.name.replace("_", "-")
 
 
-def _base_type(tp: Any) -> tuple[type, bool]:
+def base_type(tp: Any) -> tuple[type, bool]:
     """``(scalar type, optional)`` of an annotation such as ``int | None``."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if args and len(args) < len(typing.get_args(tp)):
@@ -33,7 +33,7 @@ def add_cli_args(cls: type, parser: argparse.ArgumentParser) -> None:
     for f in public_fields(cls):
         a, ns = field_arg(f), field_ns(f)
         group = groups.get(ns.top) or groups.setdefault(ns.top, parser.add_argument_group(f"{ns.top} options"))
-        tp, optional = _base_type(hints[f.name])
+        tp, optional = base_type(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         help_text = f"{a.help} (default: {default})"
         if tp is bool:
