@@ -334,10 +334,9 @@ class Engine(Closing):
         return dict(self.info)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def wait(self) -> None:
-        """Block until a child exits (non-zero nodes of a multi-node engine)."""
-        while self._dead_child() is None:
-            time.sleep(0.5)
+    def wait(self) -> str | None:
+        """Block until a child exits (non-zero nodes of a multi-node engine); which one, and how."""
+        return self._wait_dead_child(float("inf"))
 
     def shutdown(self) -> None:
         """Stop every child (SIGTERM, then SIGKILL after 5 s) and free the sockets."""

@@ -153,8 +153,7 @@ def launch_server(server_args: ServerArgs) -> int:
     if server_args.node_rank != 0:  # this node hosts scheduler ranks only; node 0 serves HTTP
         logger.info("node %d of %d is up: it serves scheduler ranks only (HTTP is on node 0)", server_args.node_rank, server_args.nnodes)
         try:
-            engine.wait()
-            logger.error("shutting down: %s", engine._dead_child())
+            logger.error("shutting down: %s", engine.wait())
         except KeyboardInterrupt:
             return 0
         finally:

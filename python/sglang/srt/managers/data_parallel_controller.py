@@ -143,8 +143,10 @@ class DataParallelController:
 
     def route(self, rid: str, ids: list[int]) -> int:
         """The replica that serves ``rid`` (recorded until ``finish``)."""
-        dp = 0 if self.dp_size == 1 else self.policy.pick(ids, self.loads, self.routed)
-        self.policy.record(dp, ids)
+        dp = 0
+        if self.dp_size > 1:  # one replica: no policy work (no hashing) on the request path
+            dp = self.policy.pick(ids, self.loads, self.routed)
+            self.policy.record(dp, ids)
         self.owner[rid] = dp
         self.loads[dp] += 1
         self.routed[dp] += 1

@@ -192,11 +192,6 @@ class TokenizerManager:
             for sock in self.send_socks if dp_rank is None else [self.send_socks[dp_rank]]:
                 sock.send_pyobj(msg)
 
-    @property
-    def stats(self) -> SchedulerStats | None:
-        """Replica 0's last load report (the only one without data parallelism)."""
-        return self.replica_stats[0]
-
     def hook_failures(self) -> list[dict[str, Any]]:
         """Exceptions hooks raised when called, since start: this process's and each scheduler's (TP rank 0)."""
         from sglang.srt.plugins.hook_registry import HookRegistry

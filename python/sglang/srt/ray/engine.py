@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _first_line(exc: BaseException) -> str:
+def _brief(exc: BaseException) -> str:
+    """The exception's message on one line, at most 600 characters (Ray's are long)."""
     text = str(exc).strip() or type(exc).__name__
     return " ".join(text.split())[:600]
 
@@ -90,7 +91,7 @@ class RayRanks:
                 msg = self.ray.get(ref)
             except Exception as exc:  # the actor died while starting
                 dp, tp = self.specs[i]
-                msg = {"status": "error", "rank": tp, "dp_rank": dp, "error": f"{self.where(i)} died: {_first_line(exc)}"}
+                msg = {"status": "error", "rank": tp, "dp_rank": dp, "error": f"{self.where(i)} died: {_brief(exc)}"}
             if msg.get("status") == "ready":
                 msg = {**msg, "process": f"{msg['process']} in {self.actor(i)}", "node_id": self.nodes[i]["node_id"]}
                 self.serving[self.actors[i].serve.remote()] = i
@@ -108,7 +109,7 @@ class RayRanks:
             self.ray.get(done[0])
             cause = "its event loop returned"
         except Exception as exc:
-            cause = _first_line(exc)
+            cause = _brief(exc)
         return f"{self.where(i)} died: {cause}"
 
     def stop(self) -> None:
