@@ -64,7 +64,7 @@ def accuracy() -> None:
 
     def logits_for(dtype: str, w8a8: bool) -> torch.Tensor:
         reset_context()
-        sa = ServerArgs(dtype=dtype, fused_decode="off", max_total_tokens=4096, max_running_requests=4, log_level="warning")
+        sa = ServerArgs(dtype=dtype, quantization="none", fused_decode="off", max_total_tokens=4096, max_running_requests=4, log_level="warning")
         publish(sa, role="scheduler")
         sched = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
         runner, tok = sched.tp_worker.model_runner, sched.tokenizer
@@ -72,8 +72,8 @@ def accuracy() -> None:
         if w8a8:  # dense copies to quantize from: the runner dropped them for oneDNN's packed ones
             mods = [m for m in runner.model.modules() if isinstance(m, (parallel.ColumnParallelLinear, parallel.RowParallelLinear))]
             for m in mods:
-                m.w_dense = torch.ops.mkldnn._linear_pointwise(torch.eye(m.weight.shape[1], dtype=m.weight.dtype), m.onednn, None, "none", [None], "").t().contiguous()
-            parallel._PackedMixin._mm = lambda self, x, weight, bias: _w8a8(x, self.w_dense, bias)
+                m.w_dense = torch.ops.mkldnn._linear_pointwise(torch.eye(m.weight.shape[1], dtype=m.weight.dtype), m.kernel.weight, None, "none", [None], "").t().contiguous()
+            parallel.ColumnParallelLinear._mm = parallel.RowParallelLinear._mm = lambda self, x, bias: _w8a8(x, self.w_dense, bias)
         n = len(ids)
         fb = runner.build_forward_batch(ModelWorkerBatch(ForwardMode.EXTEND, [ids], [0], [list(range(1, 1 + -(-n // 16)))], [None]))
         fb.logits_indices = torch.arange(n)

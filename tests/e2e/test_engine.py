@@ -214,15 +214,18 @@ def test_bfloat16_with_packed_q4_weights_keeps_the_answer(engine):
     assert "Paris" in out["text"]
 
 
-def test_float32_with_packed_q4_weights_gives_the_float32_greedy_tokens(engine):
-    # the fused step's float32 Q4 kernel computes the very weights the dense path holds: only sums reorder
+def test_the_default_q4_blocks_give_the_reference_modes_greedy_tokens(engine):
+    # no flags: the GGUF's Q4 blocks computed as the very float32 weights --quantization none holds
+    # dense (q4_f32), so only sums reorder; at batch 1 and batch 4
+    assert engine.info["quantization"] == "gguf_q4" and engine.info["weight_format"] == "120 x q4_f32; 1 x q8_f32"
     ids = [_chat_ids(engine, p) for p in PROMPTS[:4]]
     params = {"temperature": 0, "max_new_tokens": 16, "ignore_eos": True}
-    want = [r["output_ids"] for r in engine.generate(input_ids=ids[:1], sampling_params=params)]  # batch 1: the Q4 kernel
-    want += [r["output_ids"] for r in engine.generate(input_ids=ids, sampling_params=params)]
-    with sglang.Engine(dtype="float32", quantization="gguf_q4", log_level="warning", max_total_tokens=2048) as packed:
-        got = [r["output_ids"] for r in packed.generate(input_ids=ids[:1], sampling_params=params)]
-        got += [r["output_ids"] for r in packed.generate(input_ids=ids, sampling_params=params)]
+    got = [r["output_ids"] for r in engine.generate(input_ids=ids[:1], sampling_params=params)]
+    got += [r["output_ids"] for r in engine.generate(input_ids=ids, sampling_params=params)]
+    with sglang.Engine(dtype="float32", quantization="none", log_level="warning", max_total_tokens=2048) as ref:
+        assert ref.info["quantization"] is None and ref.info["weight_format"] == "121 x onednn"
+        want = [r["output_ids"] for r in ref.generate(input_ids=ids[:1], sampling_params=params)]
+        want += [r["output_ids"] for r in ref.generate(input_ids=ids, sampling_params=params)]
     assert [len(t) for t in want] == [16] * 5
     assert got == want
 

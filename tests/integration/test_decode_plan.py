@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import gguf
-import numpy as np
 import pytest
 import torch
-from gguf.quants import dequantize, quantize
 
-from sglang.srt.configs.model_config import ModelConfig
+from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from sglang.srt.layers.cpu_kernels import load_decode_kernels
-from sglang.srt.layers.onednn_linear import packs, prepack_linear_weights
-from sglang.srt.layers.q4_packed import q4_blocks
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from sglang.srt.models.llama import LlamaForCausalLM
@@ -33,26 +28,14 @@ class _Runner:
 
 def make_model(dtype: torch.dtype, heads: int, kv_heads: int, bias: bool, q4: bool, seed: int, onednn: bool = False,
                tied: bool = False) -> LlamaForCausalLM:
-    cfg = ModelConfig("LlamaForCausalLM", hidden_size=128, num_hidden_layers=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      head_dim=32, intermediate_size=256, vocab_size=300, rope_theta=10000.0, rms_norm_eps=1e-5,
-                      max_position_embeddings=1024, tie_word_embeddings=tied, attention_bias=bias)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg, (1, 0), dtype)
-    for name, p in model.named_parameters():
-        p.data.copy_(1 + 0.1 * torch.randn_like(p, dtype=torch.float32) if "norm" in name else 0.08 * torch.randn_like(p, dtype=torch.float32))
+    """A tiny random model; ``q4``: Q4_1 weights under ``gguf_q4``, ``onednn``: dense weights through the
+    weight-format pass (oneDNN-packed where this CPU packs the dtype); neither: plain dense weights."""
+    model = tiny_llama(dtype, heads, kv_heads, bias, seed, tied)
     if q4:
-        rng = np.random.default_rng(seed)
-        for layer in model.layers:
-            for lin in (layer.self_attn.qkv_proj, layer.self_attn.o_proj, layer.mlp.gate_up_proj, layer.mlp.down_proj):
-                w = (0.08 * rng.standard_normal(tuple(lin.weight.shape))).astype(np.float32)
-                raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
-                lin.weight.data.copy_(torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1).copy()))  # what the loader holds
-                blocks = q4_blocks(raw, "Q4_1", w.shape[1])
-                lin.load_q4([blocks] if hasattr(lin, "part_sizes") else blocks, max_batch=8)
-    if onednn:
-        # bfloat16 packs only where oneDNN has a bfloat16 path (not on an AVX2-only CPU): then the plan runs the dense weights
-        assert prepack_linear_weights(model, batch_hint=64) == (4 * cfg.num_hidden_layers + 1 if packs(dtype) else 0)
-    return model.eval()
+        apply_weight_format(model, q4_checkpoint(model, seed), None, "gguf_q4")
+    elif onednn:
+        apply_weight_format(model, None, None, None)
+    return model
 
 
 def decode_batch(batch: int, gen: torch.Generator) -> tuple[ForwardBatch, list[int]]:
@@ -77,7 +60,7 @@ CASES = [
     (torch.float32, 4, 2, False, False, False),
     (torch.float32, 4, 4, True, False, False),
     (torch.float32, 4, 2, True, False, True),
-    (torch.float32, 6, 2, False, True, True),  # the plan's float32 Q4 kernel up to 8 rows, oneDNN above
+    (torch.float32, 6, 2, False, True, True),  # float32 Q4 blocks at every batch size (q4_f32)
     (torch.bfloat16, 4, 2, False, False, False),
     (torch.bfloat16, 6, 2, True, False, False),
     (torch.bfloat16, 4, 2, False, True, False),
@@ -157,25 +140,44 @@ def test_plan_refuses_a_head_size_it_cannot_vectorize(kernels):
         kernels.DecodePlan(4, 2, 24, 1e-5)
 
 
-@pytest.mark.parametrize("batch", [1, 3, 8, 9])
-def test_a_tied_float32_head_runs_on_its_q8_0_blocks_up_to_eight_rows(kernels, batch):
-    # the embedding's exact Q8_0 blocks stand in for the LM head's oneDNN copy at small batches
-    from sglang.srt.layers.q4_packed import q8_blocks
-
-    model = make_model(torch.float32, 4, 2, False, False, seed=batch, tied=True)
-    w = (0.08 * np.random.default_rng(batch).standard_normal((300, 128))).astype(np.float32)
-    raw = quantize(w, gguf.GGMLQuantizationType.Q8_0)
-    model.embed_tokens.weight.data.copy_(torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q8_0).copy()))
-    prepack_linear_weights(model, batch_hint=64, embed_q8=q8_blocks(raw, 128))
+@pytest.mark.parametrize("batch", [1, 3, 8, 9, 37])
+def test_the_default_format_keeps_the_dense_models_logits(kernels, batch):
+    # float32 Q4 layers and a tied Q8_0 head (what --quantization auto gives a Q4 GGUF) against the
+    # same dequantized weights held dense: exact weights, so only the summation order differs
+    model = tiny_llama(torch.float32, 4, 2, False, seed=batch, tied=True)
+    blocks, q8 = q4_checkpoint(model, batch), q8_embedding(model, batch)
     pool = MHATokenToKVPool(SLOTS, PAGE, torch.float32, 2, 32, 3, "cpu")
-    gen = torch.Generator().manual_seed(batch)
-    fb, _ = decode_batch(batch, gen)
-    plan = model.build_decode_plan(kernels, pool)
-    assert plan.lm_head_max_batch() == 8
+    fb, _ = decode_batch(batch, torch.Generator().manual_seed(batch))
     attn = TorchNativeAttnBackend(_Runner(pool))
     with torch.inference_mode():
         attn.init_forward_metadata(fb)
         want = model.forward(fb.input_ids, fb.positions, fb, attn)
-        got = model.forward_decode_plan(plan, fb)
+        fmt = apply_weight_format(model, blocks, q8, "gguf_q4")
+        got = model.forward_decode_plan(model.build_decode_plan(kernels, pool), fb)
+    assert set(fmt.layers.values()) == {"q4_f32", "q8_f32"} and fmt.layers["lm_head"] == "q8_f32"
+    assert all(p.is_meta for n, p in model.named_parameters() if "proj" in n or "embed" in n)
     assert got.shape == want.shape == (batch, 300)
     torch.testing.assert_close(got, want, atol=1e-4 * want.abs().max().item(), rtol=0)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 16, 37, 64])
+def test_the_packed_float32_kernels_equal_the_dense_product(kernels, rows):
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize, quantize
+
+    from sglang.srt.layers.linear_kernels import Q4F32, Q8F32
+    from sglang.srt.layers.q4_packed import pack_f32, q4_blocks, q8_blocks
+
+    rng = np.random.default_rng(rows)
+    w = rng.standard_normal((67, 256)).astype(np.float32)  # 67 outputs: four full 16-column blocks and a partial one
+    x = torch.randn(rows, 256)
+    raw4, raw8 = quantize(w, gguf.GGMLQuantizationType.Q4_1), quantize(w, gguf.GGMLQuantizationType.Q8_0)
+    d4 = torch.from_numpy(dequantize(raw4, gguf.GGMLQuantizationType.Q4_1).copy())
+    d8 = torch.from_numpy(dequantize(raw8, gguf.GGMLQuantizationType.Q8_0).copy())
+    bias = torch.randn(67)
+    y4 = Q4F32(*pack_f32(*q4_blocks(raw4, "Q4_1", 256)))(x, bias)
+    y8 = Q8F32(*q8_blocks(raw8, 256))(x, None)
+    torch.testing.assert_close(y4, x @ d4.t() + bias, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(y8, x @ d8.t(), atol=1e-4, rtol=1e-5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import torch
 
 from helpers.inproc import generate_ids
 from sglang.srt.layers.attention.registry import ATTENTION_BACKENDS, register_attention_backend
@@ -147,15 +148,16 @@ def test_a_weight_reading_hook_applied_after_packing_is_reported_once(sched, cap
     assert len(said) == 1 and "apply it from a plugin, before the engine starts" in said[0]
 
 
-def test_a_hook_on_the_packed_int4_product_keeps_the_eager_step(sched):
-    # under gguf_q4 the plan calls the int4 kernel itself, so q4_linear would never see the call
+def test_a_hook_on_a_linear_kernel_keeps_the_eager_step(sched):
+    # the plan calls each layer's kernel itself, so a hook on the kernel object would never see the call
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.testing.plugins import restored_hooks
 
+    target = "sglang.srt.layers.linear_kernels.Q4F32.__call__"
     with restored_hooks():
-        HookRegistry.register("sglang.srt.layers.q4_packed.q4_linear", lambda *a, **k: None, HookType.BEFORE)
+        HookRegistry.register(target, lambda *a, **k: None, HookType.BEFORE)
         HookRegistry.apply_hooks()
-        with pytest.raises(FusedDecodeError, match="hooks are applied to sglang.srt.layers.q4_packed.q4_linear, which the plan would bypass"):
+        with pytest.raises(FusedDecodeError, match=f"hooks are applied to {target}, which the plan would bypass"):
             FusedDecode.create(sched.tp_worker.model_runner, "on")
 
 
@@ -175,15 +177,20 @@ def test_a_hook_that_may_read_linear_weights_keeps_them_dense(caplog):
         HookRegistry.apply_hooks()
         with caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.model_runner"):
             s = make_scheduler()
-        assert "dense weights kept for the hooks on sglang.srt.layers.parallel.ColumnParallelLinear.forward" in caplog.text
-        assert s.tp_worker.model_runner.model.layers[0].mlp.gate_up_proj.onednn is None
+        assert "dense weights kept (F.linear) for the hooks on sglang.srt.layers.parallel.ColumnParallelLinear.forward" in caplog.text
+        assert s.tp_worker.model_runner.model.layers[0].mlp.gate_up_proj.kernel is None
         assert generate(s, PROMPTS[:1], n=3)[0]
     assert seen and not any(seen)
 
 
-def test_the_default_runner_packs_its_linear_weights(sched):
-    model = sched.tp_worker.model_runner.model
-    assert model.layers[0].mlp.gate_up_proj.onednn is not None and model.layers[0].mlp.gate_up_proj.weight.is_meta
+def test_the_default_runner_computes_on_the_ggufs_blocks_with_one_copy_of_the_weights(sched):
+    runner = sched.tp_worker.model_runner
+    model = runner.model
+    assert runner.quantization == "gguf_q4" and runner.dtype == torch.float32  # no flags: auto
+    assert set(runner.weight_format.layers.values()) == {"q4_f32", "q8_f32"} and runner.weight_format.layers["lm_head"] == "q8_f32"
+    gu = model.layers[0].mlp.gate_up_proj
+    assert gu.kernel.kind == "q4_f32" and gu.weight.is_meta
+    assert model.embed_tokens.weight.is_meta and model.lm_head.weight.is_meta  # rows and logits from the Q8_0 blocks
 
 
 def test_a_subclassed_layer_keeps_the_eager_step(sched):

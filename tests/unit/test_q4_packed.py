@@ -8,8 +8,8 @@ import pytest
 import torch
 from gguf.quants import dequantize, quantize
 
-from sglang.srt.layers.parallel import ColumnParallelLinear, RowParallelLinear
-from sglang.srt.layers.q4_packed import pack, q4_blocks, q4_linear
+from sglang.srt.layers.linear_kernels import Int4BF16, Int8Rows
+from sglang.srt.layers.q4_packed import pack, pack_f32, q4_blocks, q8_blocks, q8_rows
 
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
@@ -27,54 +27,50 @@ def test_int4_kernel_matches_the_dense_product():
     raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
     dense = torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1))
     x = torch.randn(3, 256, dtype=torch.bfloat16)
-    y = q4_linear(x, *pack(*q4_blocks(raw, "Q4_1", 256)))
+    y = Int4BF16(*pack(*q4_blocks(raw, "Q4_1", 256)), 64, 256, max_batch=8)(x, None)
     torch.testing.assert_close(y.float(), x.float() @ dense.t(), atol=0.15, rtol=0.02)  # bf16 scales and activations
 
 
-def test_linear_layers_use_the_packed_copy_only_for_small_batches():
-    w = np.random.default_rng(2).standard_normal((64, 128)).astype(np.float32)
-    raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
-    dense = torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1))
-    col = ColumnParallelLinear(128, [64], False, 1, 0, torch.bfloat16)
-    col.load([dense])
-    col.weight.data.zero_()  # makes the dense path recognisable
-    col.load_q4([q4_blocks(raw, "Q4_1", 128)], max_batch=2)
-    small, big = torch.randn(2, 128, dtype=torch.bfloat16), torch.randn(3, 128, dtype=torch.bfloat16)
-    assert col(small).abs().sum() > 0 and col(big).abs().sum() == 0
-    row = RowParallelLinear(128, 64, 1, 0, torch.bfloat16)
-    row.load(dense)
-    row.load_q4(q4_blocks(raw, "Q4_1", 128), max_batch=2)
-    torch.testing.assert_close(row(small).float(), small.float() @ dense.t(), atol=0.15, rtol=0.02)
-
-
-def test_int8_lm_head_is_close_and_used_only_for_small_bfloat16_batches():
-    from sglang.srt.layers.parallel import ParallelLMHead, VocabParallelEmbedding
-
+def test_int8_rows_are_close_to_the_bfloat16_weight():
     torch.manual_seed(0)
-    emb = VocabParallelEmbedding(1000, 64, 1, 0, torch.bfloat16)
-    emb.weight.data.copy_(torch.randn(1000, 64).to(torch.bfloat16))
-    head = ParallelLMHead(emb, True, 64, torch.bfloat16)
-    h = torch.randn(12, 64).to(torch.bfloat16)
-    dense = head(h).float()
-    head.load_int8(max_batch=8)
-    small = head(h[:8]).float()
-    err = (small - dense[:8]).abs().max() / dense[:8].abs().max()
+    w = torch.randn(1000, 64).to(torch.bfloat16)
+    h = torch.randn(8, 64).to(torch.bfloat16)
+    dense = (h.float() @ w.float().t())
+    got = Int8Rows(w, max_batch=8)(h, None).float()
+    err = (got - dense).abs().max() / dense.abs().max()
     assert 0 < err < 0.01  # quantized, and close
-    assert torch.equal(head(h).float(), dense)  # 12 rows > max_batch: the dense weight
 
 
-def test_float32_layers_keep_the_packed_copy_in_the_fused_kernels_format():
-    from sglang.srt.layers.q4_packed import F32_MAX_BATCH
+def _q8_matrix(rows: int, cols: int):
+    w = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
+    raw = quantize(w, gguf.GGMLQuantizationType.Q8_0)
+    return q8_blocks(raw, cols), torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q8_0).copy())
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_q8_rows_are_the_gguf_dequantization_bit_for_bit(dtype):
+    (q, scale), dense = _q8_matrix(300, 64)
+    ids = torch.tensor([[0, 299, 17], [5, 5, 123]])
+    assert torch.equal(q8_rows(q, scale, ids, dtype), dense.to(dtype)[ids])
+
+
+def test_a_tensor_parallel_shard_keeps_its_own_rows_of_the_q8_blocks():
+    from sglang.srt.layers.parallel import VocabParallelEmbedding
+
+    (q, scale), _ = _q8_matrix(301, 64)  # 301 rows over 2 ranks: shards of 151, the last padded by one row
+    emb = VocabParallelEmbedding(301, 64, 2, 1, torch.float32)
+    emb.set_q8(q, scale)
+    sq, ss = emb.q8
+    assert sq.shape == (151, 64) and ss.shape == (151, 2) and emb.weight.is_meta
+    assert torch.equal(sq[:150], q[151:]) and torch.equal(ss[:150], scale[151:])
+    assert not sq[150].any() and not ss[150].any()
+
+
+def test_float32_blocks_are_packed_in_the_c_kernels_layout():
     w = np.random.default_rng(4).standard_normal((64, 128)).astype(np.float32)
-    raw = quantize(w, gguf.GGMLQuantizationType.Q4_1)
-    col = ColumnParallelLinear(128, [64], False, 1, 0, torch.float32)
-    col.load([torch.from_numpy(dequantize(raw, gguf.GGMLQuantizationType.Q4_1).copy())])
-    col.load_q4([q4_blocks(raw, "Q4_1", 128)], max_batch=16)
-    nib, sm = col.q4
+    q, scale, mn = q4_blocks(quantize(w, gguf.GGMLQuantizationType.Q4_1), "Q4_1", 128)
+    nib, sm = pack_f32(q, scale, mn)
     assert nib.dtype == torch.uint8 and nib.shape == (64, 64) and sm.dtype == torch.float32 and sm.shape == (64, 4, 2)
-    assert col.q4_max_batch == F32_MAX_BATCH  # the kernel's row limit; the dense product takes over above it
-    x = torch.randn(2, 128)
-    assert torch.equal(col(x), x @ col.weight.t())  # the eager path keeps the dense product
-
-
+    # byte i of a block: weight i in the low nibble, weight i + 16 in the high one (GGUF's order)
+    assert torch.equal(nib[:, :16] & 15, q[:, :16]) and torch.equal(nib[:, :16] >> 4, q[:, 16:32])
+    assert torch.equal(sm[..., 0], scale) and torch.equal(sm[..., 1], mn)

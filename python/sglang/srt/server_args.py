@@ -50,10 +50,10 @@ class ServerArgs:
                                   choices=("auto", "cpu", "cuda", "xpu", "npu", "musa", "mps"), resolvable=True), NS("device"))
     # -- execution -----------------------------------------------------------
     attention_backend: str | None = arg(None, Arg("attention backend (default: the platform's)", resolvable=True), NS("exec.attention"))
-    quantization: str | None = arg(None, Arg("weight format: unset or none dequantizes every weight to --dtype (with --dtype float32: the "
-                                             "reference-exact mode); auto keeps a GGUF's quantized blocks where the platform has kernels for "
-                                             "them (CPU: Q4_0/Q4_1 -> gguf_q4, for float32 and bfloat16); or a method the platform checks "
-                                             "(CPU: gguf_q4)"), NS("exec"))
+    quantization: str | None = arg(None, Arg("weight format: unset (the default) or auto keeps a GGUF's quantized blocks where the "
+                                             "platform has kernels for them (CPU: Q4_0/Q4_1 -> gguf_q4, for float32 and bfloat16); none "
+                                             "dequantizes every weight to --dtype (with --dtype float32: the reference-exact mode); or a "
+                                             "method the platform checks (CPU: gguf_q4)"), NS("exec"))
     random_seed: int = arg(0, Arg("seed of the samplers' random state"), NS("exec"))
     grammar_backend: str = arg("xgrammar", Arg("constrained-decoding backend for json_schema / regex / ebnf, response_format and tools "
                                                 "(none: such requests get 400; plugins add backends with register_grammar_backend)"), NS("exec"))

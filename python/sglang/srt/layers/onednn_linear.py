@@ -11,16 +11,14 @@ results differ from MKL's in summation order only.
 
 The packed copy replaces the dense weight: the module keeps a ``meta``
 tensor of the same shape as ``weight`` (so shape checks still work and
-memory does not double). Who may call ``prepack_linear_weights``: the model
-runner, once, after every weight (and any quantized copy) is loaded, and only
-when ``hooks_on_weight_readers()`` is empty.
+memory does not double). Who packs: the weight-format pass
+(``sglang.srt.model_executor.weight_format``), once, after every weight is
+loaded, and only when ``hooks_on_weight_readers()`` is empty.
 """
 
 from __future__ import annotations
 
 import torch
-
-_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def packs(dtype: torch.dtype) -> bool:
@@ -38,6 +36,7 @@ WEIGHT_READERS = (
     "sglang.srt.layers.parallel.",
     "sglang.srt.layers.q4_packed.",
     "sglang.srt.layers.onednn_linear.",
+    "sglang.srt.layers.linear_kernels.",
 )
 
 
@@ -61,26 +60,3 @@ def prepack(weight: torch.Tensor, batch_hint: int) -> torch.Tensor:
 def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``x @ W.T (+ bias)`` for ``x`` [..., K] in the packed weight's dtype."""
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [None], "")
-
-
-def prepack_linear_weights(model: torch.nn.Module, batch_hint: int, embed_q8: tuple[torch.Tensor, torch.Tensor] | None = None) -> int:
-    """Pack every tensor-parallel linear layer and LM head of a CPU ``model``; returns how many.
-
-    Skips modules whose weight is not on the CPU or of a dtype this CPU cannot pack (:func:`packs`).
-    A tied LM head packs its own copy and leaves the embedding's weight dense,
-    unless ``embed_q8`` (the GGUF's Q8_0 blocks of that matrix) is given: then
-    the embedding looks rows up in those (exactly) and the dense copy goes.
-    """
-    from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear
-
-    n = 0
-    for mod in list(model.modules()):
-        if isinstance(mod, (ColumnParallelLinear, RowParallelLinear, ParallelLMHead)):
-            w = mod.weight
-            if w.device.type == "cpu" and w.dtype in _DTYPES and packs(w.dtype) and not w.is_meta:
-                mod.set_onednn(prepack(w, batch_hint))
-                n += 1
-            if isinstance(mod, ParallelLMHead) and mod.onednn is not None and embed_q8 is not None and mod.weight is mod.embedding.weight:
-                mod.embedding.set_q8(*embed_q8)
-                mod.weight = mod.embedding.weight  # the meta stand-in: nothing holds the dense matrix now
-    return n

@@ -1,17 +1,16 @@
-"""Packed 4-bit weights (GGUF Q4_0 / Q4_1 kept as they are) for small-batch decode.
+"""Packed 4-bit weights: GGUF Q4_0 / Q4_1 blocks kept as they are.
 
 A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
 ``q`` in [0, 15] (Q4_1: ``mn`` stored; Q4_0: ``mn = -8 * scale``).
 
 - bfloat16 models: torch's CPU int4 kernel computes ``(q - 8) * s + z`` with
   ``s = scale`` and ``z = mn + 8 * scale`` held in bfloat16 (``pack``).
-- float32 models: the fused plan's own kernel (``pack_f32``) computes each
-  weight as ``fma(scale, q, mn)`` in float32, which is exactly the value the
-  gguf package dequantizes, so only the summation order differs from the dense
-  float32 product. The eager path keeps the dense product.
+- float32 models: this project's C++ kernel (``pack_f32``, ``q4_linear_f32``)
+  computes each weight as ``fma(scale, q, mn)`` in float32, which is exactly
+  the value the gguf package dequantizes, so only the summation order differs
+  from the dense float32 product.
 
-Decode steps read 4.5 bits per weight instead of 16 or 32; large batches are
-compute-bound and keep the dense weights.
+Which layer uses which is decided in one place: ``weight_format``.
 """
 
 from __future__ import annotations
@@ -22,15 +21,12 @@ import numpy as np
 import torch
 
 GROUP = 32
-# the fused step's packed float32 kernels (Q4 layers, the Q8_0 LM head) take up
-# to this many rows; at 8 a decode step still beats the dense weights (11.5 vs
-# 18.2 ms on the default model), above it the dense product takes over
-F32_MAX_BATCH = 8
-
-
 @dataclass(frozen=True)
 class PackedQ4Config:
-    """``--quantization gguf_q4``: packed kernels up to ``max_batch`` tokens per forward."""
+    """``--quantization gguf_q4`` (what ``auto`` picks for a Q4 GGUF): linear weights stay GGUF Q4 blocks.
+
+    float32 models compute on them at every batch size (``q4_f32``); bfloat16 models use torch's int4
+    kernel up to ``max_batch`` rows and dense weights above (``weight_format``)."""
 
     max_batch: int = 8
 
@@ -95,7 +91,3 @@ def pack_f32(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[to
     blocks = q.view(n, k // GROUP, 2, GROUP // 2)  # per block: weights 0-15, then 16-31
     nib = (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
     return nib, torch.stack([scale, mn], dim=-1).float().contiguous()
-
-
-def q4_linear(x: torch.Tensor, packed: torch.Tensor, sz: torch.Tensor) -> torch.Tensor:
-    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, sz)

@@ -1,4 +1,4 @@
-"""Which weight format a runner uses: ``--quantization auto`` (the default), ``none``, or a platform's method.
+"""Which weight format a runner uses: ``--quantization auto`` (also what unset means), ``none``, or a platform's method.
 
 ``auto`` keeps a GGUF's quantized blocks where the platform has kernels for them (the GGUF's own
 format: Q4_0 / Q4_1 linear weights -> ``gguf_q4``) and dequantizes otherwise; ``none`` dequantizes
@@ -32,10 +32,13 @@ def gguf_weight_format(path: Path) -> str | None:
 
 
 def resolve_quantization(requested: str | None, model_path: str, dtype: str, platform: Any) -> str | None:
-    """The method this runner uses (``None``: dense weights in ``dtype``). Who calls: the model runner, once."""
-    if requested in (None, NONE):
+    """The method this runner uses (``None``: dense weights in ``dtype``). Who calls: the model runner, once.
+
+    ``requested`` None (the flag unset) means ``auto``: the fast format is the default, as llama.cpp
+    serves a Q4 GGUF on Q4 kernels; ``none`` asks for dense weights."""
+    if requested == NONE:
         return None
-    if requested != AUTO:
+    if requested not in (None, AUTO):
         return requested
     from sglang.srt.model_loader.paths import resolve_model_path
 

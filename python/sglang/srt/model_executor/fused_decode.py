@@ -28,8 +28,9 @@ PLAN_MODULES = (
     "sglang.srt.models.llama",
     "sglang.srt.layers.basic",
     "sglang.srt.layers.parallel",
-    "sglang.srt.layers.q4_packed",  # the plan calls the int4 kernel itself under gguf_q4
-    "sglang.srt.layers.onednn_linear",  # and oneDNN's linear
+    "sglang.srt.layers.q4_packed",
+    "sglang.srt.layers.onednn_linear",
+    "sglang.srt.layers.linear_kernels",  # the plan calls each layer's kernel itself
     "sglang.srt.layers.attention.torch_native_backend",
     "sglang.srt.mem_cache.memory_pool",
 )

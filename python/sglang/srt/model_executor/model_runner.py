@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Without --max-total-tokens, a CPU's KV cache gets --mem-fraction-static of the available memory, at
+# most this much, and at least one full context: peak RSS then does not grow with the machine's free
+# memory. --max-total-tokens sizes it explicitly (up to 90% of what is available).
+CPU_KV_CACHE_CAP_BYTES = 256 * 2**20
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -71,8 +76,8 @@ class ModelRunner:
         current_platform.verify_quantization(self.quantization)
         self.quant_config = current_platform.get_quantization_config(self.quantization)
 
-        from sglang.srt.layers import onednn_linear
         from sglang.srt.layers.q4_packed import PackedQ4Config
+        from sglang.srt.model_executor.weight_format import WeightFormatPass
 
         packed_q4 = isinstance(self.quant_config, PackedQ4Config)
         if packed_q4 and self.dtype not in (torch.bfloat16, torch.float32):
@@ -85,18 +90,11 @@ class ModelRunner:
         cls = get_model_class(weights.config.architecture, str(weights.path))
         with torch.device(self.device):
             self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)
+        # the one place that decides each linear layer's kernel, around loading (see weight_format)
+        wf = WeightFormatPass(self.model, weights.packed_q4, weights.embed_q8, self.quantization, self.quant_config, self.dtype, self.device)
+        wf.before_load()
         self.model.load_weights(weights.tensors, str(weights.path))
-        if packed_q4:
-            n = self.model.load_packed_q4(weights.packed_q4 or {}, self.quant_config.max_batch)
-            logger.info("packed 4-bit weights on %d linear layers (batches up to %d tokens)", n, self.quant_config.max_batch)
-        packed = False
-        if self.device.type == "cpu" and onednn_linear.available():
-            if hooked := onednn_linear.hooks_on_weight_readers():
-                logger.info("oneDNN weight packing: not used, dense weights kept for the hooks on %s", ", ".join(hooked))
-            else:  # after the quantized copies, which read the dense weights this drops
-                n = onednn_linear.prepack_linear_weights(self.model, batch_hint=64, embed_q8=weights.embed_q8)
-                packed = n > 0
-                logger.info("oneDNN-packed weights on %d linear layers", n)
+        self.weight_format = wf.after_load()
         self.model.eval()
         del weights
         logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)
@@ -118,7 +116,7 @@ class ModelRunner:
         self.fused_decode = FusedDecode.create(self, get_exec().graph.fused_decode)
         from sglang.srt.model_executor.hook_watch import HookWatch
 
-        self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, packed)
+        self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, self.weight_format.dense_dropped)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -130,7 +128,10 @@ class ModelRunner:
         per_token = cfg.kv_bytes_per_token(self.kv_cache_dtype.itemsize) // self.tp_size
         free, _ = self.platform.get_available_memory(self.device.index or 0)
         total = self.platform.get_device_total_memory(self.device.index or 0)
-        budget_tokens = int(free * mem.mem_fraction_static) // per_token
+        budget = int(free * mem.mem_fraction_static)
+        if self.device.type == "cpu":  # host memory: the cache must not grow with the machine's free memory
+            budget = min(budget, CPU_KV_CACHE_CAP_BYTES)
+        budget_tokens = budget // per_token
         ceiling = int(free * 0.9) // per_token
         if mem.max_total_tokens:
             tokens = max(min(mem.max_total_tokens, ceiling), page)

@@ -85,6 +85,35 @@ def _config(reader: Any, path: Path) -> ModelConfig:
     )
 
 
+def _permuted_heads(arch: str, name: str, cfg: ModelConfig) -> int:
+    """llama.cpp stores a Llama's q/k rows permuted for its rotary layout: the head count to undo it (0: none)."""
+    if arch != "llama":
+        return 0
+    if name.endswith(("attn_q.weight", "attn_q.bias")):
+        return cfg.num_attention_heads
+    if name.endswith(("attn_k.weight", "attn_k.bias")):
+        return cfg.num_key_value_heads
+    return 0
+
+
+class _LazyDense:
+    """A GGUF tensor dequantized to float32 on ``.to(dtype)``; the loader's tensors support only that call."""
+
+    def __init__(self, t: Any, heads: int) -> None:
+        self.t, self.heads = t, heads
+
+    def to(self, dtype: Any) -> Any:
+        import numpy as np
+        import torch
+        from gguf.quants import dequantize
+
+        arr = np.asarray(dequantize(self.t.data, self.t.tensor_type), dtype=np.float32)
+        if self.heads:
+            arr = _unpermute(arr, self.heads)
+        arr = np.ascontiguousarray(arr)
+        return torch.from_numpy(arr if arr.flags.writeable else arr.copy()).to(dtype)
+
+
 def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any], Any]:
     """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks, embedding Q8_0 blocks)``.
 
@@ -95,7 +124,6 @@ def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str,
     """
     import numpy as np
     import torch
-    from gguf.quants import dequantize
 
     from sglang.srt.layers.q4_packed import q4_blocks, q8_blocks
 
@@ -109,24 +137,21 @@ def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str,
         hf = _hf_name(t.name)
         if hf is None:
             continue
-        if t.tensor_type.name not in SUPPORTED_TYPES:
-            raise ModelLoadError(f"{path}: tensor {t.name!r} has type {t.tensor_type.name}; supported: {sorted(SUPPORTED_TYPES)}")
-        arr = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
-        if arch == "llama" and t.name.endswith(("attn_q.weight", "attn_q.bias")):
-            arr = _unpermute(arr, cfg.num_attention_heads)
-        elif arch == "llama" and t.name.endswith(("attn_k.weight", "attn_k.bias")):
-            arr = _unpermute(arr, cfg.num_key_value_heads)
-        arr = np.ascontiguousarray(arr)
-        tensors[hf] = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
-        if keep_q4 and t.tensor_type.name in ("Q4_0", "Q4_1") and hf.endswith(".weight"):
-            blocks = q4_blocks(np.asarray(t.data), t.tensor_type.name, arr.shape[1])
-            if arch == "llama" and t.name.endswith("attn_q.weight"):
-                blocks = tuple(_unpermute(b.numpy(), cfg.num_attention_heads) for b in blocks)
-            elif arch == "llama" and t.name.endswith("attn_k.weight"):
-                blocks = tuple(_unpermute(b.numpy(), cfg.num_key_value_heads) for b in blocks)
+        kind = t.tensor_type.name
+        if kind not in SUPPORTED_TYPES:
+            raise ModelLoadError(f"{path}: tensor {t.name!r} has type {kind}; supported: {sorted(SUPPORTED_TYPES)}")
+        heads = _permuted_heads(arch, t.name, cfg)
+        n_cols = int(t.shape[0]) if len(t.shape) > 1 else 0  # GGUF lists dimensions innermost first
+        if keep_q4 and kind in ("Q4_0", "Q4_1") and hf.endswith(".weight"):
+            blocks = q4_blocks(np.asarray(t.data), kind, n_cols)
+            if heads:
+                blocks = tuple(_unpermute(b.numpy(), heads) for b in blocks)
             packed[hf] = tuple(torch.as_tensor(np.ascontiguousarray(b)) for b in blocks)
-        if hf == "model.embed_tokens.weight" and t.tensor_type.name == "Q8_0":
-            embed_q8 = q8_blocks(np.asarray(t.data), arr.shape[1])
+        if hf == "model.embed_tokens.weight" and kind == "Q8_0":
+            embed_q8 = q8_blocks(np.asarray(t.data), n_cols)
+        # with keep_q4 the dense copy is made when the model asks for it (``.to``), one tensor at a time,
+        # and not at all for a layer whose kernel holds the blocks (its dense weight is never filled)
+        tensors[hf] = _LazyDense(t, heads) if keep_q4 else _LazyDense(t, heads).to(torch.float32)
     return cfg, tensors, _tokenizer_info(reader), packed, embed_q8
 
 

@@ -14,8 +14,8 @@ from torch import nn
 
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.layers.basic import RMSNorm, RotaryEmbedding, silu_and_mul
+from sglang.srt.layers.linear_kernels import Dense
 from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear, VocabParallelEmbedding
-from sglang.srt.layers.q4_packed import F32_MAX_BATCH
 from sglang.srt.model_loader.errors import ModelLoadError
 
 
@@ -73,6 +73,10 @@ class LlamaDecoderLayer(nn.Module):
 class LlamaForCausalLM(nn.Module):
     """``forward(input_ids [T], positions [T], fb) -> logits [B, vocab]`` (last token per request)."""
 
+    # fused modules -> the checkpoint tensors they hold, in order (read by the weight-format pass)
+    packed_modules_mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+    checkpoint_prefix = "model."  # module ``layers.0.mlp`` is checkpoint ``model.layers.0.mlp``
+
     def __init__(self, cfg: ModelConfig, tp: tuple[int, int], dtype: torch.dtype) -> None:
         super().__init__()
         self.config = cfg
@@ -100,18 +104,14 @@ class LlamaForCausalLM(nn.Module):
         attn0 = self.layers[0].self_attn
         plan = kernels.DecodePlan(attn0.heads, attn0.kv_heads, attn0.head_dim, self.config.rms_norm_eps)
 
-        def linear(lin: Any) -> list[torch.Tensor | None]:
-            packed, sz = lin.q4 if lin.q4 is not None else (None, None)
-            return [lin.weight, getattr(lin, "bias", None), packed, sz, lin.onednn]
+        def specs(lin: Any) -> list[Any]:  # the layer's own kernel, as the plan's descriptors
+            return (lin.kernel or Dense(lin.weight)).specs(kernels)
 
         for i, layer in enumerate(self.layers):
             a, m = layer.self_attn, layer.mlp
-            lins = (a.qkv_proj, a.o_proj, m.gate_up_proj, m.down_proj)
-            plan.add_layer(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, *(linear(x) for x in lins),
-                           kv_pool.get_key_buffer(i), kv_pool.get_value_buffer(i), max(x.q4_max_batch for x in lins))
-        head = self.lm_head
-        if self.norm.weight.dtype == torch.float32 and head.weight is head.embedding.weight and head.embedding.q8 is not None:
-            plan.set_lm_head_q8(*head.embedding.q8, F32_MAX_BATCH)  # the tied matrix's exact Q8_0 blocks: a quarter of the bytes
+            plan.add_layer(input_norm=layer.input_layernorm.weight, post_norm=layer.post_attention_layernorm.weight,
+                           qkv=specs(a.qkv_proj), qkv_bias=a.qkv_proj.bias, o=specs(a.o_proj), gate_up=specs(m.gate_up_proj),
+                           down=specs(m.down_proj), k_cache=kv_pool.get_key_buffer(i), v_cache=kv_pool.get_value_buffer(i))
         return plan
 
     def decode_plan_blockers(self) -> list[str]:
@@ -134,30 +134,7 @@ class LlamaForCausalLM(nn.Module):
         h = self.embed_tokens(fb.input_ids).float()
         plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc)
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
-        if h.shape[0] <= plan.lm_head_max_batch():
-            return plan.lm_head(h)[..., : self.lm_head.embedding.vocab_size]
         return self.lm_head(h)
-
-    def load_packed_q4(self, packed: dict[str, Any], max_batch: int) -> int:
-        """Attach packed 4-bit copies where every fused part is Q4; returns how many layers got one."""
-        n = 0
-        for i, layer in enumerate(self.layers):
-            a, m = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
-            groups = [
-                (layer.self_attn.qkv_proj, [a + f"{x}_proj.weight" for x in "qkv"]),
-                (layer.mlp.gate_up_proj, [m + "gate_proj.weight", m + "up_proj.weight"]),
-            ]
-            for lin, names in groups:
-                if all(nm in packed for nm in names):
-                    lin.load_q4([packed.pop(nm) for nm in names], max_batch)
-                    n += 1
-            for lin, nm in ((layer.self_attn.o_proj, a + "o_proj.weight"), (layer.mlp.down_proj, m + "down_proj.weight")):
-                if nm in packed:
-                    lin.load_q4(packed.pop(nm), max_batch)
-                    n += 1
-        if self.norm.weight.dtype == torch.bfloat16:
-            self.lm_head.load_int8(max_batch)
-        return n
 
     def load_weights(self, tensors: dict[str, torch.Tensor], source: str) -> None:
         """Copy full (unsharded) HF-named tensors in; a missing one names the file and tensor.

@@ -17,7 +17,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -37,6 +41,7 @@ inline float load_f(const c10::BFloat16* __restrict p, int64_t i) {
 // target has (one AVX-512 register, two AVX2 ones), so these loops vectorize
 // on every x86 without intrinsics. Head sizes are multiples of 16 here.
 typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
 typedef uint16_t vu16 __attribute__((vector_size(32)));
 typedef uint32_t vu32 __attribute__((vector_size(64)));
 
@@ -156,29 +161,58 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
   return stack[0].toTensor();
 }
 
-typedef uint8_t vu8x16 __attribute__((vector_size(16)));
-typedef int8_t vi8x16 __attribute__((vector_size(16)));
-// 16 bytes as one vector (V: vu8x16 or vi8x16). The empty asm pins the value
-// in a vector register: without it GCC 12 rewrites load-and-widen into 16
-// scalar byte loads (measured 4x slower than the vector load and extension).
-template <typename V>
-inline V load_bytes16(const void* p) {
-  V v;
+// The packed float32 products below work on 8 floats at a time: one AVX2
+// register. GCC 12 lowers 64-byte vector code on an AVX2-only CPU through the
+// stack (splats as 16 scalar stores, accumulators moved via general
+// registers): measured 5-7x slower than this width for the whole product.
+typedef int32_t vi8 __attribute__((vector_size(32)));
+typedef uint8_t vu8x8 __attribute__((vector_size(8)));
+typedef int8_t vi8x8 __attribute__((vector_size(8)));
+
+// 8 bytes at p -> 8 int32 (zero- or sign-extended: vpmovzxbd / vpmovsxbd)
+inline vi8 widen_u8(const uint8_t* p) {
+#if defined(__AVX2__)
+  return (vi8)_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+#else
+  vu8x8 v;
   std::memcpy(&v, p, sizeof(v));
-#if defined(__x86_64__)
-  asm("" : "+x"(v));
+  return __builtin_convertvector(v, vi8);
 #endif
+}
+inline vi8 widen_i8(const int8_t* p) {
+#if defined(__AVX2__)
+  return (vi8)_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+#else
+  vi8x8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return __builtin_convertvector(v, vi8);
+#endif
+}
+inline vf8 to_f(vi8 v) { return __builtin_convertvector(v, vf8); }
+inline vf8 load8(const float* p) {
+  vf8 v;
+  std::memcpy(&v, p, sizeof(v));
   return v;
 }
-typedef int32_t vi16 __attribute__((vector_size(64)));
-inline float hsum16(vf16 v) {
+// 8 vectors -> one vector whose lane i is the sum of a[i]'s lanes (3 levels of shuffles and adds)
+inline vf8 lane_sums8(const vf8* a) {
+  vf8 x[4], y[2];
+  for (int i = 0; i < 4; ++i)
+    x[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  for (int i = 0; i < 2; ++i)
+    y[i] = __builtin_shufflevector(x[2 * i], x[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(x[2 * i], x[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  return __builtin_shufflevector(y[0], y[1], 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(y[0], y[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+inline float hsum8(vf8 v) {
   float s = 0.f;
-  for (int i = 0; i < 16; ++i) s += v[i];
+  for (int i = 0; i < 8; ++i) s += v[i];
   return s;
 }
 
-// Row decoders for the packed float32 products below: the two 16-weight
-// halves of 32-weight block b of weight row n, as the float32 values the gguf
+// Row decoders for the packed float32 products below: the 32 weights of block
+// b of weight row n as four vectors of 8, as the float32 values the gguf
 // package dequantizes (exactly: see each one).
 
 // GGUF Q4_0/Q4_1: nib [N, K/2] (byte i of a block: weight i in the low nibble,
@@ -189,11 +223,14 @@ struct Q4Rows {
   const uint8_t* nib;
   const float* sm;
   int64_t K;
-  void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
-    const vu8x16 raw = load_bytes16<vu8x16>(nib + n * (K / 2) + b * 16);
+  void operator()(int64_t n, int64_t b, vf8* w) const {
+    const uint8_t* p = nib + n * (K / 2) + b * 16;
     const float* s = sm + (n * (K / 32) + b) * 2;
-    w0 = s[0] * __builtin_convertvector(__builtin_convertvector(raw & 15, vi16), vf16) + s[1];
-    w1 = s[0] * __builtin_convertvector(__builtin_convertvector(raw >> 4, vi16), vf16) + s[1];
+    const vi8 b0 = widen_u8(p), b1 = widen_u8(p + 8);  // byte i: weight i (low nibble), weight i + 16 (high)
+    w[0] = s[0] * to_f(b0 & 15) + s[1];
+    w[1] = s[0] * to_f(b1 & 15) + s[1];
+    w[2] = s[0] * to_f(b0 >> 4) + s[1];
+    w[3] = s[0] * to_f(b1 >> 4) + s[1];
   }
 };
 
@@ -202,66 +239,71 @@ struct Q8Rows {
   const int8_t* q;
   const float* scale;
   int64_t K;
-  void operator()(int64_t n, int64_t b, vf16& w0, vf16& w1) const {
+  void operator()(int64_t n, int64_t b, vf8* w) const {
     const int8_t* p = q + n * K + b * 32;
     const float s = scale[n * (K / 32) + b];
-    w0 = __builtin_convertvector(__builtin_convertvector(load_bytes16<vi8x16>(p), vi16), vf16) * s;
-    w1 = __builtin_convertvector(__builtin_convertvector(load_bytes16<vi8x16>(p + 16), vi16), vf16) * s;
+    for (int i = 0; i < 4; ++i) w[i] = to_f(widen_i8(p + 8 * i)) * s;
   }
 };
 
 // Output columns [n0, n0 + rows) of y[M, N] = x[M, K] @ W.T, rows <= 16, for a
-// compile-time M so the accumulators (two chains per row) stay in registers;
-// the 16 columns' sums come out of one transposing reduction.
+// compile-time M so the M accumulators stay in registers; the 16 columns' sums
+// come out of two transposing reductions.
 template <int64_t M, typename Rows>
 void packed_block(const Rows& w, const float* xp, float* yp, int64_t K, int64_t N, int64_t n0, int64_t rows) {
-  vf16 part[M * 16];
+  vf8 part[M * 16];
   for (int64_t r = 0; r < rows; ++r) {
-    vf16 a0[M] = {}, a1[M] = {};
+    vf8 acc[M] = {};
     for (int64_t b = 0; b < K / 32; ++b) {
-      vf16 w0, w1;
-      w(n0 + r, b, w0, w1);
+      vf8 wv[4];
+      w(n0 + r, b, wv);
       for (int64_t m = 0; m < M; ++m) {
-        a0[m] += w0 * load16(xp + m * K + b * 32);
-        a1[m] += w1 * load16(xp + m * K + b * 32 + 16);
+        const float* xb = xp + m * K + b * 32;
+        acc[m] += wv[0] * load8(xb) + wv[1] * load8(xb + 8) + wv[2] * load8(xb + 16) + wv[3] * load8(xb + 24);
       }
     }
-    for (int64_t m = 0; m < M; ++m) part[m * 16 + r] = a0[m] + a1[m];
+    for (int64_t m = 0; m < M; ++m) part[m * 16 + r] = acc[m];
   }
   for (int64_t m = 0; m < M; ++m) {
     if (rows == 16) {
-      const vf16 sums = lane_sums16(&part[m * 16]);
-      std::memcpy(yp + m * N + n0, &sums, sizeof(sums));
+      const vf8 s0 = lane_sums8(&part[m * 16]), s1 = lane_sums8(&part[m * 16 + 8]);
+      std::memcpy(yp + m * N + n0, &s0, sizeof(s0));
+      std::memcpy(yp + m * N + n0 + 8, &s1, sizeof(s1));
     } else {
-      for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum16(part[m * 16 + r]);
+      for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum8(part[m * 16 + r]);
     }
   }
 }
 
-// y = x @ W.T for float32 x [M <= 8, K] and a packed weight of N rows: the
-// dense float32 product over the very same weights, in another summation
-// order. Output columns in parallel.
+// y = x @ W.T for float32 x [M, K] and a packed weight of N rows: the dense
+// float32 product over the very same weights, in another summation order.
+// Output columns in parallel; rows in chunks of up to 8 (each 16-column block
+// of the weight is decoded once per chunk, from cache after the first).
 template <typename Rows>
 at::Tensor packed_linear_f32(const at::Tensor& x_in, const Rows& w, int64_t N) {
   const at::Tensor x = x_in.contiguous();
   const int64_t M = x.size(0), K = x.size(1);
   TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2 && K == w.K, "the packed float32 kernels take float32 x [M, ", w.K, "]");
-  TORCH_CHECK(M >= 1 && M <= 8, "the packed float32 kernels take 1 to 8 rows, got ", M);
+  TORCH_CHECK(M >= 1, "the packed float32 kernels take at least one row");
   at::Tensor y = at::empty({M, N}, x.options());
   const float* xp = x.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, (N + 15) / 16, 16, [&](int64_t begin, int64_t end) {
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t n0 = blk * 16, rows = std::min<int64_t>(16, N - n0);
-      switch (M) {
-        case 1: packed_block<1>(w, xp, yp, K, N, n0, rows); break;
-        case 2: packed_block<2>(w, xp, yp, K, N, n0, rows); break;
-        case 3: packed_block<3>(w, xp, yp, K, N, n0, rows); break;
-        case 4: packed_block<4>(w, xp, yp, K, N, n0, rows); break;
-        case 5: packed_block<5>(w, xp, yp, K, N, n0, rows); break;
-        case 6: packed_block<6>(w, xp, yp, K, N, n0, rows); break;
-        case 7: packed_block<7>(w, xp, yp, K, N, n0, rows); break;
-        default: packed_block<8>(w, xp, yp, K, N, n0, rows); break;
+      for (int64_t m0 = 0; m0 < M; m0 += 8) {
+        const float* xc = xp + m0 * K;
+        float* yc = yp + m0 * N;
+        switch (std::min<int64_t>(8, M - m0)) {
+          case 1: packed_block<1>(w, xc, yc, K, N, n0, rows); break;
+          case 2: packed_block<2>(w, xc, yc, K, N, n0, rows); break;
+          case 3: packed_block<3>(w, xc, yc, K, N, n0, rows); break;
+          case 4: packed_block<4>(w, xc, yc, K, N, n0, rows); break;
+          case 5: packed_block<5>(w, xc, yc, K, N, n0, rows); break;
+          case 6: packed_block<6>(w, xc, yc, K, N, n0, rows); break;
+          case 7: packed_block<7>(w, xc, yc, K, N, n0, rows); break;
+          default: packed_block<8>(w, xc, yc, K, N, n0, rows); break;
+        }
       }
     }
   });
@@ -285,22 +327,38 @@ at::Tensor q8_linear_f32(const at::Tensor& x, const at::Tensor& q, const at::Ten
   return packed_linear_f32(x, Q8Rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), K}, N);
 }
 
+// One kernel of a linear layer, as sglang.srt.layers.linear_kernels describes
+// it (LinearKernel.spec): named fields, the same kernel the eager layer calls.
+struct KernelSpec {
+  std::string kind;    // "dense", "onednn", "q4_f32", "int4_bf16", "q8_f32", "int8_rows"
+  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K]
+  at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N]
+  int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
+  int64_t out_features = 0, in_features = 0;
+
+  at::Tensor apply(const at::Tensor& x, const at::Tensor& bias) const {
+    at::Tensor y;
+    if (kind == "onednn") return onednn_linear(x, weight, bias);
+    if (kind == "dense") return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+    if (kind == "q4_f32") y = q4_linear_f32(x, weight, scales);
+    else if (kind == "q8_f32") y = q8_linear_f32(x, weight, scales);
+    else if (kind == "int4_bf16") y = at::_weight_int4pack_mm_for_cpu(x, weight, 32, scales);
+    else if (kind == "int8_rows") y = at::_weight_int8pack_mm(x, weight, scales);
+    else TORCH_CHECK(false, "unknown linear kernel kind '", kind, "'");
+    return bias.defined() ? y.add_(bias) : y;
+  }
+};
+
+// A linear layer: its kernels in order of max_batch (the last takes any batch) and its bias.
 struct Linear {
-  at::Tensor weight;  // [N, K] dense, model dtype; on meta (shape only) when onednn holds it
-  at::Tensor bias;    // [N] or undefined
-  at::Tensor packed;  // int4-packed weight for small batches, or undefined
-  at::Tensor sz;      // its scales and zeros: bfloat16 for torch's int4 kernel, float32 for q4_linear_f32
-  at::Tensor onednn;  // the weight in oneDNN's packed layout, or undefined
-  int64_t packed_max_batch = 0;
+  std::vector<KernelSpec> kernels;
+  at::Tensor bias;  // [N] or undefined
+  int64_t out_features = 0, in_features = 0;
 
   at::Tensor operator()(const at::Tensor& x) const {
-    if (packed.defined() && x.size(0) <= packed_max_batch) {
-      // float32 scales: this file's exact float32 kernel; bfloat16 ones: torch's int4 kernel
-      at::Tensor y = sz.scalar_type() == at::kFloat ? q4_linear_f32(x, packed, sz) : at::_weight_int4pack_mm_for_cpu(x, packed, 32, sz);
-      return bias.defined() ? y.add_(bias) : y;
-    }
-    if (onednn.defined()) return onednn_linear(x, onednn, bias);
-    return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
+    for (const auto& k : kernels)
+      if (k.max_batch == 0 || x.size(0) <= k.max_batch) return k.apply(x, bias);
+    TORCH_CHECK(false, "no kernel of this linear layer takes ", x.size(0), " rows");
   }
 };
 
@@ -318,19 +376,18 @@ class DecodePlan {
     TORCH_CHECK(kv_heads > 0 && heads % kv_heads == 0, "attention heads (", heads, ") must be a multiple of KV heads (", kv_heads, ")");
   }
 
-  void add_layer(at::Tensor input_norm, at::Tensor post_norm, std::vector<c10::optional<at::Tensor>> qkv,
-                 std::vector<c10::optional<at::Tensor>> o, std::vector<c10::optional<at::Tensor>> gate_up,
-                 std::vector<c10::optional<at::Tensor>> down, at::Tensor k_cache, at::Tensor v_cache, int64_t packed_max_batch) {
+  void add_layer(at::Tensor input_norm, at::Tensor post_norm, std::vector<KernelSpec> qkv, c10::optional<at::Tensor> qkv_bias,
+                 std::vector<KernelSpec> o, std::vector<KernelSpec> gate_up, std::vector<KernelSpec> down, at::Tensor k_cache,
+                 at::Tensor v_cache) {
     Layer l;
     l.input_norm = input_norm;
     l.post_norm = post_norm;
-    l.qkv = make_linear(qkv, packed_max_batch);
-    TORCH_CHECK(l.qkv.weight.size(0) == (heads_ + 2 * kv_heads_) * head_dim_, "the fused q/k/v weight must have ",
-                (heads_ + 2 * kv_heads_) * head_dim_, " rows, got ", l.qkv.weight.size(0));
-    l.o = make_linear(o, packed_max_batch);
-    TORCH_CHECK(l.o.weight.size(1) == heads_ * head_dim_, "the output projection must take ", heads_ * head_dim_, " features");
-    l.gate_up = make_linear(gate_up, packed_max_batch);
-    l.down = make_linear(down, packed_max_batch);
+    const int64_t hidden = input_norm.numel();
+    l.qkv = make_linear("qkv", std::move(qkv), qkv_bias, (heads_ + 2 * kv_heads_) * head_dim_, hidden);
+    l.o = make_linear("o", std::move(o), c10::nullopt, hidden, heads_ * head_dim_);
+    l.gate_up = make_linear("gate_up", std::move(gate_up), c10::nullopt, -1, hidden);
+    TORCH_CHECK(l.gate_up.out_features % 2 == 0, "gate_up must have an even number of outputs");
+    l.down = make_linear("down", std::move(down), c10::nullopt, hidden, l.gate_up.out_features / 2);
     TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "KV buffers must be contiguous");
     TORCH_CHECK(k_cache.dim() == 3 && k_cache.size(1) == kv_heads_ && k_cache.size(2) == head_dim_ && v_cache.sizes() == k_cache.sizes(),
                 "KV buffers must be [slots, ", kv_heads_, ", ", head_dim_, "], got ", k_cache.sizes());
@@ -343,22 +400,6 @@ class DecodePlan {
   }
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
-
-  // A float32 model's LM head as GGUF Q8_0 blocks (q int8 [V, hidden], scale
-  // [V, hidden/32]), used for decode batches up to max_batch rows.
-  void set_lm_head_q8(at::Tensor q, at::Tensor scale, int64_t max_batch) {
-    TORCH_CHECK(!layers_.empty() && layers_.front().input_norm.scalar_type() == at::kFloat, "the Q8_0 LM head is for float32 plans");
-    TORCH_CHECK(q.dim() == 2 && q.size(1) == layers_.front().input_norm.numel() && scale.size(0) == q.size(0),
-                "the Q8_0 LM head must be [vocab, hidden] with a scale per 32 values");
-    head_q_ = q.contiguous();
-    head_scale_ = scale.contiguous();
-    head_max_batch_ = max_batch;
-  }
-  int64_t lm_head_max_batch() const { return head_q_.defined() ? head_max_batch_ : 0; }
-  at::Tensor lm_head(at::Tensor h) const {
-    TORCH_CHECK(head_q_.defined(), "this plan has no Q8_0 LM head");
-    return q8_linear_f32(h, head_q_, head_scale_);
-  }
 
   // h: [B, hidden] float32 residual stream, updated in place and returned.
   // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
@@ -396,18 +437,24 @@ class DecodePlan {
   }
 
  private:
-  static Linear make_linear(const std::vector<c10::optional<at::Tensor>>& p, int64_t packed_max_batch) {
-    TORCH_CHECK(p.size() == 5, "a linear is (weight, bias, packed, scales_and_zeros, onednn)");
+  // out < 0: any number of outputs (checked by the caller)
+  static Linear make_linear(const char* name, std::vector<KernelSpec> kernels, const c10::optional<at::Tensor>& bias, int64_t out,
+                            int64_t in) {
+    TORCH_CHECK(!kernels.empty(), "linear ", name, ": no kernel given");
     Linear l;
-    l.weight = p[0].value();
-    if (p[1].has_value()) l.bias = *p[1];
-    if (p[2].has_value()) {
-      l.packed = *p[2];
-      l.sz = p[3].value();
-      l.packed_max_batch = packed_max_batch;
+    l.out_features = kernels.front().out_features;
+    l.in_features = kernels.front().in_features;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const KernelSpec& k = kernels[i];
+      TORCH_CHECK(k.weight.defined(), "linear ", name, ": kernel '", k.kind, "' has no weight");
+      TORCH_CHECK(k.out_features == l.out_features && k.in_features == l.in_features, "linear ", name, ": its kernels disagree on the shape");
+      TORCH_CHECK((k.max_batch == 0) == (i + 1 == kernels.size()), "linear ", name,
+                  ": every kernel but the last takes a bounded batch, the last any batch");
     }
-    if (p[4].has_value()) l.onednn = *p[4];
-    TORCH_CHECK(!l.weight.is_meta() || l.onednn.defined(), "a linear whose dense weight was dropped needs its oneDNN-packed weight");
+    TORCH_CHECK(out < 0 || l.out_features == out, "linear ", name, " must have ", out, " outputs, got ", l.out_features);
+    TORCH_CHECK(l.in_features == in, "linear ", name, " must take ", in, " features, got ", l.in_features);
+    if (bias.has_value()) l.bias = *bias;
+    l.kernels = std::move(kernels);
     return l;
   }
 
@@ -553,22 +600,39 @@ class DecodePlan {
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
   std::vector<Layer> layers_;
-  at::Tensor head_q_, head_scale_;
-  int64_t head_max_batch_ = 0;
 };
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  pybind11::class_<DecodePlan>(m, "DecodePlan")
-      .def(pybind11::init<int64_t, int64_t, int64_t, double>())
-      .def("add_layer", &DecodePlan::add_layer)
+  namespace py = pybind11;
+  py::class_<KernelSpec>(m, "KernelSpec")
+      .def(py::init([](std::string kind, at::Tensor weight, c10::optional<at::Tensor> scales, int64_t max_batch, int64_t out_features,
+                       int64_t in_features) {
+             KernelSpec k;
+             k.kind = std::move(kind);
+             k.weight = std::move(weight);
+             if (scales.has_value()) k.scales = *scales;
+             k.max_batch = max_batch;
+             k.out_features = out_features;
+             k.in_features = in_features;
+             return k;
+           }),
+           py::arg("kind"), py::arg("weight"), py::arg("scales") = py::none(), py::arg("max_batch") = 0, py::arg("out_features"),
+           py::arg("in_features"))
+      .def_readonly("kind", &KernelSpec::kind)
+      .def_readonly("max_batch", &KernelSpec::max_batch)
+      .def_readonly("out_features", &KernelSpec::out_features)
+      .def_readonly("in_features", &KernelSpec::in_features);
+  py::class_<DecodePlan>(m, "DecodePlan")
+      .def(py::init<int64_t, int64_t, int64_t, double>())
+      .def("add_layer", &DecodePlan::add_layer, py::arg("input_norm"), py::arg("post_norm"), py::arg("qkv"), py::arg("qkv_bias"), py::arg("o"),
+           py::arg("gate_up"), py::arg("down"), py::arg("k_cache"), py::arg("v_cache"))
       .def("num_layers", &DecodePlan::num_layers)
-      .def("set_lm_head_q8", &DecodePlan::set_lm_head_q8)
-      .def("lm_head_max_batch", &DecodePlan::lm_head_max_batch)
-      .def("lm_head", &DecodePlan::lm_head, pybind11::call_guard<pybind11::gil_scoped_release>())
       // the step touches no Python object: other threads of the process run meanwhile
-      .def("run", &DecodePlan::run, pybind11::call_guard<pybind11::gil_scoped_release>());
-  m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T");
-  m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T");
+      .def("run", &DecodePlan::run, py::call_guard<py::gil_scoped_release>());
+  m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T",
+        py::call_guard<py::gil_scoped_release>());
 }

@@ -1,0 +1,195 @@
+"""The weight-format pass: which kernel each linear layer uses, decided here and nowhere else.
+
+Who calls: the model runner, once, after the dense weights are loaded and before the KV cache is
+sized (dropped dense weights free their memory first). The layers then call the kernel object they
+were given (``linear_kernels``); the fused decode plan receives the same objects as descriptors.
+
+The rule, on a CPU (other devices keep dense weights and ``F.linear``):
+
+- ``gguf_q4`` (what ``--quantization auto``, the default, picks for a Q4_0/Q4_1 GGUF):
+  float32 models compute every linear layer on the GGUF's Q4 blocks at every batch size
+  (``q4_f32``: exact float32 weights, one copy, 0.75 bytes a weight), and a tied LM head on the
+  embedding's Q8_0 blocks (``q8_f32``), which the embedding also looks rows up in; no dense copy is
+  kept. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
+  weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
+- no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
+  packs the dtype (float32 always); a Q8_0 embedding of a GGUF is looked up in its blocks (exact).
+- hooks applied at load to code that may read a dense ``weight`` (``onednn_linear.WEIGHT_READERS``):
+  nothing is packed or dropped, every layer computes ``F.linear`` over its dense weight.
+
+Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call, float32):
+``q4_f32`` 0.13 / 0.31 / 0.75 / 2.6 against oneDNN's 0.22 / 0.33 / 0.54 / 2.2 at 1 / 8 / 16 / 64
+rows; the Q4 kernel wins the decode batches that dominate serving and stays within 1.2-1.4x above,
+which does not pay for a second full copy of the weights.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sglang.srt.layers import linear_kernels as lk
+
+logger = logging.getLogger("sglang.srt.model_executor.model_runner")
+
+
+@dataclass
+class WeightFormat:
+    """What the pass decided: the kernel description of every linear layer and LM head, by module name."""
+
+    layers: dict[str, str] = field(default_factory=dict)
+    dense_dropped: bool = False  # some dense weight was replaced (a hook reading it would find a meta tensor)
+    kept_dense_for: list[str] = field(default_factory=list)  # hook targets that kept the dense weights
+
+    def summary(self) -> str:
+        counts = Counter(self.layers.values())
+        return "; ".join(f"{n} x {kind}" for kind, n in counts.most_common()) or "none"
+
+
+def _sources(model: Any, name: str) -> list[str]:
+    """Checkpoint tensor names of module ``name`` (one per fused part, from ``packed_modules_mapping``)."""
+    prefix = getattr(model, "checkpoint_prefix", "")
+    parent, _, leaf = name.rpartition(".")
+    parts = getattr(model, "packed_modules_mapping", {}).get(leaf, [leaf])
+    return [f"{prefix}{parent + '.' if parent else ''}{p}.weight" for p in parts]
+
+
+def _q4_blocks(lin: Any, blocks: dict[str, Any], names: list[str]) -> tuple[torch.Tensor, ...] | None:
+    """This rank's (q, scale, min) of ``lin`` when every part of it is Q4 and the shard keeps blocks whole."""
+    from sglang.srt.layers.parallel import ColumnParallelLinear
+    from sglang.srt.layers.q4_packed import GROUP
+
+    if not all(n in blocks for n in names):
+        return None
+    parts = [blocks[n] for n in names]
+    if isinstance(lin, ColumnParallelLinear):
+        return tuple(lin.shard_rows([p[i] for p in parts]) for i in range(3))
+    q, scale, mn = parts[0]
+    out = (lin.shard_cols(q), lin.shard_cols(scale, GROUP), lin.shard_cols(mn, GROUP))
+    return None if any(t is None for t in out) else tuple(t.contiguous() for t in out)
+
+
+class _Pass:
+    def __init__(self, model: Any, method: str | None, quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
+        from sglang.srt.layers import onednn_linear
+
+        self.model, self.method, self.dtype = model, method, dtype
+        self.max_batch = getattr(quant_config, "max_batch", 8)
+        self.onednn = device.type == "cpu" and onednn_linear.available() and onednn_linear.packs(dtype)
+        self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
+
+    @staticmethod
+    def _cpu_kernels() -> bool:
+        from sglang.srt.layers.cpu_kernels import KernelBuildError, load_decode_kernels
+
+        try:
+            load_decode_kernels()
+            return True
+        except KernelBuildError as e:
+            logger.warning("GGUF Q4 weights dequantized: the float32 Q4 kernel is unavailable (%s)", e)
+            return False
+
+    def dense(self, lin: Any) -> tuple[lk.LinearKernel | None, bool]:
+        """The dense kernel of ``lin`` and whether it holds the weight itself (the dense copy may go)."""
+        from sglang.srt.layers.onednn_linear import prepack
+
+        w = lin.weight
+        if w.is_meta:
+            return None, False
+        if self.onednn:
+            return lk.OneDNN(prepack(w, 64), w.shape[0], w.shape[1]), True
+        return None, False
+
+    def linear(self, lin: Any, q4: tuple[torch.Tensor, ...] | None) -> tuple[lk.LinearKernel | None, bool]:
+        from sglang.srt.layers.q4_packed import pack, pack_f32
+
+        if q4 is not None and self.exact_q:
+            return lk.Q4F32(*pack_f32(*q4)), True
+        if q4 is not None and self.method == "gguf_q4" and self.dtype == torch.bfloat16:
+            n, k = q4[0].shape
+            small = lk.Int4BF16(*pack(*q4), n, k, self.max_batch)
+            rest, owns = self.dense(lin)
+            return lk.BySize([small], rest or lk.Dense(lin.weight)), owns
+        return self.dense(lin)
+
+    def lm_head(self, head: Any, embed_q8: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[lk.LinearKernel | None, bool]:
+        emb = head.embedding
+        if embed_q8 is not None and head.tied and self.dtype == torch.float32 and self.onednn:
+            # exact lookups from the GGUF's blocks; the dense matrix is now the head's alone, and its kernel replaces it
+            emb.set_q8(*embed_q8)
+        if self.method == "gguf_q4" and self.dtype == torch.bfloat16 and not head.weight.is_meta:
+            rest, owns = self.dense(head)
+            return lk.BySize([lk.Int8Rows(head.weight, self.max_batch)], rest or lk.Dense(head.weight)), owns
+        return self.dense(head)
+
+
+class WeightFormatPass:
+    """The pass, in two halves around ``model.load_weights``. Who calls: the model runner, once.
+
+    ``before_load`` gives the layers whose kernel holds every byte it needs (float32 Q4 / Q8_0 blocks)
+    their kernel and drops their dense weight first, so loading never fills it (peak memory stays one
+    tensor's dequantization above the blocks); ``after_load`` decides every other layer.
+    """
+
+    def __init__(self, model: torch.nn.Module, blocks: dict[str, Any] | None, embed_q8: Any, method: str | None,
+                 quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
+        from sglang.srt.layers.onednn_linear import hooks_on_weight_readers
+
+        self.model, self.blocks, self.embed_q8 = model, blocks or {}, embed_q8
+        self.fmt = WeightFormat()
+        self.active = device.type == "cpu"
+        if self.active and (hooked := hooks_on_weight_readers()):
+            self.fmt.kept_dense_for = hooked
+            self.active = False
+            logger.info("weight format: dense weights kept (F.linear) for the hooks on %s", ", ".join(hooked))
+        self.p = _Pass(model, method, quant_config, dtype, device) if self.active else None
+
+    def _modules(self) -> list[tuple[str, Any]]:
+        from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear
+
+        return [(n, m) for n, m in self.model.named_modules() if isinstance(m, (ColumnParallelLinear, RowParallelLinear, ParallelLMHead))]
+
+    def _set(self, name: str, mod: Any, kernel: lk.LinearKernel | None, owns: bool) -> None:
+        if kernel is not None:
+            mod.set_kernel(kernel, drop_dense=owns)
+            self.fmt.dense_dropped |= owns
+        self.fmt.layers[name] = kernel.describe() if kernel is not None else "dense"
+
+    def before_load(self) -> None:
+        from sglang.srt.layers.parallel import ParallelLMHead
+
+        if self.p is None or not self.p.exact_q:
+            return
+        for name, mod in self._modules():
+            if isinstance(mod, ParallelLMHead):
+                if mod.tied and self.embed_q8 is not None:
+                    mod.embedding.set_q8(*self.embed_q8)
+                    self._set(name, mod, lk.Q8F32(*mod.embedding.q8), True)
+                continue
+            names = _sources(self.model, name)
+            if (q4 := _q4_blocks(mod, self.blocks, names)) is not None:
+                self._set(name, mod, *self.p.linear(mod, q4))
+                for n in names:
+                    self.blocks.pop(n, None)
+
+    def after_load(self) -> WeightFormat:
+        from sglang.srt.layers.parallel import ParallelLMHead
+
+        if self.p is not None:
+            for name, mod in self._modules():
+                if name in self.fmt.layers:
+                    continue
+                if isinstance(mod, ParallelLMHead):
+                    self._set(name, mod, *self.p.lm_head(mod, self.embed_q8))
+                else:
+                    names = _sources(self.model, name)
+                    self._set(name, mod, *self.p.linear(mod, _q4_blocks(mod, self.blocks, names)))
+                    for n in names:
+                        self.blocks.pop(n, None)
+        self.blocks.clear()
+        logger.info("weight format: %s", self.fmt.summary())
+        return self.fmt
