@@ -1,6 +1,6 @@
 """Offline throughput: this engine beside Hugging Face ``generate`` on the same GGUF.
 
-Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes float32,bfloat16+gguf_q4,bfloat16+gguf_q4/eager]
+Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes default,float32+none,bfloat16+gguf_q4]
 
 For 1 request and for a batch of requests of N new tokens each (EOS ignored),
 prints output tokens/s for Hugging Face (static batch; float32 and bfloat16:
@@ -43,13 +43,16 @@ def hf_tokens_per_s(texts: list[str], new: int, dtype: str = "float32") -> float
         return len(texts) * new / (time.perf_counter() - t0)
 
 
-def parse_config(config: str) -> dict[str, str | None]:
-    """``dtype[+quantization][/eager]`` -> Engine keyword arguments; ``/eager`` runs without the fused decode step."""
+def parse_config(config: str) -> dict[str, str]:
+    """``default`` (no flags) or ``dtype[+quantization][/eager]`` -> Engine keyword arguments (only those set).
+
+    A bare dtype leaves ``--quantization`` unset (``auto``); ``float32+none`` is the dense reference;
+    ``/eager`` runs without the fused decode step."""
     config, _, mode = config.partition("/")
-    dtype, _, quant = config.partition("+")
     if mode not in ("", "eager"):
         raise SystemExit(f"config {config}/{mode}: the only suffix is /eager")
-    return {"dtype": dtype, "quantization": quant or None, "fused_decode": "off" if mode else "on"}
+    kw = {} if config == "default" else dict(zip(("dtype", "quantization"), config.split("+", 1)))
+    return {**kw, **({"fused_decode": "off"} if mode else {})}
 
 
 def engine_tokens_per_s(config: str, sizes: list[int], new: int) -> tuple[list[float], float]:
@@ -76,8 +79,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--dtypes", default="float32,bfloat16,bfloat16+gguf_q4,bfloat16+gguf_q4/eager",
-                    help="engine configs: dtype[+quantization][/eager] (/eager: --fused-decode off)")
+    ap.add_argument("--dtypes", default="default,float32+none,bfloat16+gguf_q4",
+                    help="engine configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off)")
     ap.add_argument("--hf-dtypes", default="float32,bfloat16", help="Hugging Face dtypes (ratios pair each engine config with each)")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"

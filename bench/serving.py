@@ -1,11 +1,12 @@
 """Serving: tokens/s, time to first token and latency at several concurrencies.
 
-Run: .venv/bin/python bench/serving.py [--dtypes float32,bfloat16+gguf_q4,bfloat16+gguf_q4/eager] [--max-tokens 64] [--plot docs/serving.png]
+Run: .venv/bin/python bench/serving.py [--dtypes default,float32+none,bfloat16+gguf_q4] [--max-tokens 64] [--plot docs/serving.png]
 
 Systems, in one run: this server (`sglang serve`, per dtype), a Hugging Face
 transformers baseline (static batches of `concurrency` requests through
 `generate`, fp32; its first token arrives with the whole batch), and the
-`llama-cpp-python` server on the same GGUF when that package is installed.
+`llama-cpp-python` server on the same GGUF when that package is installed (here, or in the
+interpreter ``$LLAMA_CPP_PYTHON`` names).
 Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored.
 """
 
@@ -95,16 +96,23 @@ def hf_baseline(max_tokens: int) -> dict[int, dict[str, float]]:
     return out
 
 
+def llama_cpp_python() -> str | None:
+    """The interpreter that has ``llama-cpp-python[server]``: ``$LLAMA_CPP_PYTHON`` (a separate venv keeps its
+    server dependencies out of this project's), else this one when it has the package, else None."""
+    return os.environ.get("LLAMA_CPP_PYTHON") or (sys.executable if importlib.util.find_spec("llama_cpp") else None)
+
+
 def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
-    if importlib.util.find_spec("llama_cpp") is None:
+    python = llama_cpp_python()
+    if python is None:
         return None
     from sglang.srt.model_loader import resolve_model_path
     from sglang.utils.process import free_port
 
     port = free_port()
     log = open(tempfile.mktemp(suffix=".log"), "w")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_model_path("smollm2-135m-instruct")),
-                             "--port", str(port), "--n_threads", str(os.cpu_count() or 2), "--n_ctx", "8192"], stdout=log, stderr=log)
+    proc = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", str(resolve_model_path("smollm2-135m-instruct")),
+                             "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(os.cpu_count() or 2), "--n_ctx", "8192"], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -121,7 +129,8 @@ def llama_cpp(max_tokens: int) -> dict[int, dict[str, float]] | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dtypes", default="float32,bfloat16+gguf_q4", help="server configs: dtype[+quantization][/eager] (/eager: --fused-decode off)")
+    ap.add_argument("--dtypes", default="default,float32+none,bfloat16+gguf_q4",
+                    help="server configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--plot", default="docs/serving.png")
     args = ap.parse_args()

@@ -7,7 +7,7 @@ every forward (:meth:`HookWatch.check`, an integer compare when nothing changed)
 
 - the fused decode plan stands aside while a hook touches the code it replaces (``PLAN_MODULES``):
   the eager step runs the hook; the plan comes back once those hooks are restored;
-- a hook on code that may read a dense ``weight`` after the weights were packed cannot be fully
+- a hook on code that may read a dense ``weight`` after the weights were replaced by kernels cannot be fully
   honoured (the dense copy is gone): the engine says so once per hook target, with the fix.
 """
 
@@ -26,7 +26,7 @@ class HookWatch:
         self.registry = HookRegistry
         self.runner = runner
         self.fused_mode = fused_mode
-        self.packed = packed  # dense weights were packed (oneDNN) and dropped at load
+        self.packed = packed  # some dense weights were replaced by kernels (weight_format) and dropped at load
         self.generation = HookRegistry.generation()
         self.stood_aside = False  # the fused plan was dropped because of hooks applied since
         self.reported: set[str] = set()
@@ -56,6 +56,6 @@ class HookWatch:
             for target in hooks_on_weight_readers():
                 if target not in self.reported:
                     self.reported.add(target)
-                    logger.warning("the hook on %s was applied after start-up: it runs, but the dense weights it may read were "
-                                   "packed at load (oneDNN) and are gone; apply it from a plugin, before the engine starts, "
-                                   "to keep dense weights", target)
+                    logger.warning("the hook on %s was applied after start-up: it runs, but the dense weights it may read "
+                                   "were replaced at load by packed kernels (weight_format) and are gone; apply it from a "
+                                   "plugin, before the engine starts, to keep dense weights", target)
