@@ -13,7 +13,8 @@ The packed copy replaces the dense weight: the module keeps a ``meta``
 tensor of the same shape as ``weight`` (so shape checks still work and
 memory does not double). Who packs: the weight-format pass
 (``sglang.srt.model_executor.weight_format``), once, after every weight is
-loaded, and only when ``hooks_on_weight_readers()`` is empty.
+loaded, and only when no hook is applied to code that may read a dense
+weight (``weight_format.hooks_on_weight_readers``).
 """
 
 from __future__ import annotations
@@ -27,25 +28,6 @@ def packs(dtype: torch.dtype) -> bool:
     if dtype is torch.float32:
         return True
     return dtype is torch.bfloat16 and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-# Code that may read a linear layer's dense ``weight``: a hook applied to any
-# of its functions (a LoRA, a probe) would find a ``meta`` tensor, so the
-# runner keeps the dense weights instead of packing them.
-WEIGHT_READERS = (
-    "sglang.srt.models.",
-    "sglang.srt.layers.parallel.",
-    "sglang.srt.layers.q4_packed.",
-    "sglang.srt.layers.onednn_linear.",
-    "sglang.srt.layers.linear_kernels.",
-)
-
-
-def hooks_on_weight_readers() -> list[str]:
-    """Applied hook targets inside ``WEIGHT_READERS`` (empty: packing is safe)."""
-    from sglang.srt.plugins.hook_registry import HookRegistry
-
-    return sorted(t for t in HookRegistry.applied_targets() if t.startswith(WEIGHT_READERS))
-
 
 def available() -> bool:
     """oneDNN is built into this torch and exposes the packing ops."""

@@ -51,7 +51,7 @@ class HookWatch:
             runner.fused_decode = FusedDecode.create(runner, "auto" if self.fused_mode == "on" else self.fused_mode)
             self.stood_aside = runner.fused_decode is None
         if self.packed:
-            from sglang.srt.layers.onednn_linear import hooks_on_weight_readers
+            from sglang.srt.model_executor.weight_format import hooks_on_weight_readers
 
             for target in hooks_on_weight_readers():
                 if target not in self.reported:

@@ -14,7 +14,7 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
   weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
 - no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
   packs the dtype (float32 always); a Q8_0 embedding of a GGUF is looked up in its blocks (exact).
-- hooks applied at load to code that may read a dense ``weight`` (``onednn_linear.WEIGHT_READERS``):
+- hooks applied at load to code that may read a dense ``weight`` (``WEIGHT_READERS``):
   nothing is packed or dropped, every layer computes ``F.linear`` over its dense weight.
 
 Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call, float32):
@@ -35,6 +35,24 @@ import torch
 from sglang.srt.layers import linear_kernels as lk
 
 logger = logging.getLogger("sglang.srt.model_executor.model_runner")
+
+# Code that may read a linear layer's dense ``weight``: a hook applied to any
+# of its functions (a LoRA, a probe) would find a ``meta`` tensor, so the
+# pass keeps the dense weights instead of replacing them.
+WEIGHT_READERS = (
+    "sglang.srt.models.",
+    "sglang.srt.layers.parallel.",
+    "sglang.srt.layers.q4_packed.",
+    "sglang.srt.layers.onednn_linear.",
+    "sglang.srt.layers.linear_kernels.",
+)
+
+
+def hooks_on_weight_readers() -> list[str]:
+    """Applied hook targets inside ``WEIGHT_READERS`` (empty: packing is safe)."""
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    return sorted(t for t in HookRegistry.applied_targets() if t.startswith(WEIGHT_READERS))
 
 
 @dataclass
@@ -74,10 +92,10 @@ def _q4_blocks(lin: Any, blocks: dict[str, Any], names: list[str]) -> tuple[torc
 
 
 class _Pass:
-    def __init__(self, model: Any, method: str | None, quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(self, method: str | None, quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
         from sglang.srt.layers import onednn_linear
 
-        self.model, self.method, self.dtype = model, method, dtype
+        self.method, self.dtype = method, dtype
         self.max_batch = getattr(quant_config, "max_batch", 8)
         self.onednn = device.type == "cpu" and onednn_linear.available() and onednn_linear.packs(dtype)
         self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
@@ -137,8 +155,6 @@ class WeightFormatPass:
 
     def __init__(self, model: torch.nn.Module, blocks: dict[str, Any] | None, embed_q8: Any, method: str | None,
                  quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
-        from sglang.srt.layers.onednn_linear import hooks_on_weight_readers
-
         self.model, self.blocks, self.embed_q8 = model, blocks or {}, embed_q8
         self.fmt = WeightFormat()
         self.active = device.type == "cpu"
@@ -146,7 +162,7 @@ class WeightFormatPass:
             self.fmt.kept_dense_for = hooked
             self.active = False
             logger.info("weight format: dense weights kept (F.linear) for the hooks on %s", ", ".join(hooked))
-        self.p = _Pass(model, method, quant_config, dtype, device) if self.active else None
+        self.p = _Pass(method, quant_config, dtype, device) if self.active else None
 
     def _modules(self) -> list[tuple[str, Any]]:
         from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear
