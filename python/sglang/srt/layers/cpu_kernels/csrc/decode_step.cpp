@@ -338,7 +338,9 @@ at::Tensor packed_linear_f32(const at::Tensor& x_in, const Rows& w, int64_t N) {
           std::memcpy(&decoded[r * K + b * 32], v, sizeof(v));
         }
       const F32Rows dw{decoded.data(), K, n0};
-      for (int64_t m0 = 0; m0 < M; m0 += 8) packed_rows(dw, xp + m0 * K, yp + m0 * N, std::min<int64_t>(8, M - m0), K, N, n0, rows);
+      // a chunk of x stays in L1 (32 KiB) while the block's 16 rows stream past it: 8 rows up to K = 768
+      const int64_t chunk = K <= 768 ? 8 : 4;
+      for (int64_t m0 = 0; m0 < M; m0 += chunk) packed_rows(dw, xp + m0 * K, yp + m0 * N, std::min(chunk, M - m0), K, N, n0, rows);
     }
   });
   return y;
