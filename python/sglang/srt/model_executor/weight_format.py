@@ -17,10 +17,10 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
 - hooks applied at load to code that may read a dense ``weight`` (``WEIGHT_READERS``):
   nothing is packed or dropped, every layer computes ``F.linear`` over its dense weight.
 
-Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call, float32):
-``q4_f32`` 0.13 / 0.31 / 0.75 / 2.6 against oneDNN's 0.22 / 0.33 / 0.54 / 2.2 at 1 / 8 / 16 / 64
-rows; the Q4 kernel wins the decode batches that dominate serving and stays within 1.2-1.4x above,
-which does not pay for a second full copy of the weights.
+Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call, float32,
+``bench/linear_backends.py``): ``q4_f32`` 0.09 / 0.27 / 0.76 / 2.27 against oneDNN's 0.19 / 0.31 /
+0.54 / 1.82 at 1 / 8 / 16 / 64 rows, and whole decode steps are faster at every batch size
+(``bench/decode_step.py``); that does not pay for a second, 4.3x larger copy of the weights.
 """
 
 from __future__ import annotations
