@@ -90,8 +90,9 @@ def test_bfloat16_q4_uses_the_int4_kernel_up_to_max_batch_then_dense():
 def test_a_row_parallel_shard_that_splits_a_block_stays_dense():
     model = tiny_llama(torch.float32)
     blocks = q4_checkpoint(model, seed=2)
-    row = RowParallelLinear(256, 128, 16, 1, torch.float32)  # 16 ranks of 256 inputs: 16 columns each, half a block
-    assert _q4_blocks(row, blocks, ["model.layers.0.mlp.down_proj.weight"]) is None
+    for rank in (0, 1, 15):  # 16 ranks of 256 inputs: 16 columns each, half a block (rank 0 starts aligned, ends mid-block)
+        row = RowParallelLinear(256, 128, 16, rank, torch.float32)
+        assert _q4_blocks(row, blocks, ["model.layers.0.mlp.down_proj.weight"]) is None
     row2 = RowParallelLinear(256, 128, 2, 1, torch.float32)
     q, scale, mn = _q4_blocks(row2, blocks, ["model.layers.0.mlp.down_proj.weight"])
     full = blocks["model.layers.0.mlp.down_proj.weight"]

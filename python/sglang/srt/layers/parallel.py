@@ -87,9 +87,9 @@ class RowParallelLinear(_KernelMixin, nn.Module):
 
     def shard_cols(self, t: torch.Tensor, per_col: int = 1) -> torch.Tensor | None:
         """This rank's input columns of a full tensor holding one entry per ``per_col`` weights (1: weights,
-        32: a block's scales); None when the shard would split such a group."""
+        32: a block's scales); None when the shard would split such a group (at either end)."""
         cols = _shard(t.shape[1] * per_col, self.tp_size, self.tp_rank, "input features")
-        if cols.start % per_col:
+        if cols.start % per_col or cols.stop % per_col:
             return None
         return t[:, cols.start // per_col : cols.stop // per_col]
 
