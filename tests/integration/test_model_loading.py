@@ -173,3 +173,15 @@ def test_quantization_auto_keeps_a_q4_ggufs_blocks_where_the_platform_has_kernel
     assert resolve_quantization(None, DEFAULT_MODEL, "float32", cpu) == "gguf_q4"  # unset is auto: the fast format by default
     assert resolve_quantization("none", DEFAULT_MODEL, "float32", cpu) is None  # the reference-exact mode, asked for
     assert resolve_quantization("gguf_q4", DEFAULT_MODEL, "float32", cpu) == "gguf_q4"  # a method: the platform's to check
+
+
+def test_lazily_read_gguf_tensors_dequantize_to_the_eager_values_and_materialize_for_other_models():
+    from sglang.srt.model_loader import read_weights as rw
+
+    lazy, eager = rw("smollm2-135m-instruct", keep_q4=True), rw("smollm2-135m-instruct")
+    name = "model.layers.0.self_attn.q_proj.weight"  # Q4_1 and permuted by llama.cpp: both undone on .to()
+    assert not isinstance(lazy.tensors[name], torch.Tensor)
+    assert torch.equal(lazy.tensors[name].to(torch.float32), eager.tensors[name])
+    lazy.materialize()  # what the runner does for a model class without packed_modules_mapping
+    assert all(isinstance(t, torch.Tensor) for t in lazy.tensors.values())
+    assert torch.equal(lazy.tensors["model.norm.weight"], eager.tensors["model.norm.weight"])

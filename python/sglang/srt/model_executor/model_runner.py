@@ -88,6 +88,8 @@ class ModelRunner:
         self.model_config = weights.config
         self.tokenizer_info = weights.tokenizer_info  # the GGUF's tokenizer, so the scheduler does not read the file again
         cls = get_model_class(weights.config.architecture, str(weights.path))
+        if not hasattr(cls, "packed_modules_mapping"):  # a plugin's model may treat the tensors as tensors
+            weights.materialize()
         with torch.device(self.device):
             self.model = cls(weights.config, (tp_size, tp_rank), self.dtype)
         # the one place that decides each linear layer's kernel, around loading (see weight_format)

@@ -20,6 +20,14 @@ class LoadedWeights:
     packed_q4: dict[str, Any] | None = None  # GGUF Q4 blocks when asked for (keep_q4)
     embed_q8: Any = None  # a GGUF's Q8_0 token embedding as (int8 values, float32 scales), else None
 
+    def materialize(self) -> None:
+        """Dequantize every lazily read tensor now (``read_gguf(keep_q4=True)`` defers it to ``.to``), for a
+        model class that may treat the tensors as tensors. Who calls: the model runner, for models that do not
+        declare ``packed_modules_mapping`` (this project's models read each tensor once, through ``.to``)."""
+        import torch
+
+        self.tensors = {k: v if isinstance(v, torch.Tensor) else v.to(torch.float32) for k, v in self.tensors.items()}
+
 
 def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
     path = resolve_model_path(model_path)

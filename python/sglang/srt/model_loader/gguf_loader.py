@@ -117,6 +117,9 @@ class _LazyDense:
 def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str, Any], dict[str, Any], dict[str, Any], Any]:
     """``(config, {hf_name: torch tensor (float32)}, tokenizer info, packed Q4 blocks, embedding Q8_0 blocks)``.
 
+    With ``keep_q4`` the tensors are dequantized lazily: each supports ``.to(dtype)`` only, which
+    ``load_weights`` calls once per tensor.
+
     With ``keep_q4`` the Q4_0/Q4_1 weights are also returned as raw blocks
     ``{hf_name: (q, scale, mn)}`` (rows un-permuted like the dense copy). A
     Q8_0 token embedding is always returned as ``(q int8 [V, H], scale
@@ -149,8 +152,8 @@ def read_gguf(path: Path, keep_q4: bool = False) -> tuple[ModelConfig, dict[str,
             packed[hf] = tuple(torch.as_tensor(np.ascontiguousarray(b)) for b in blocks)
         if hf == "model.embed_tokens.weight" and kind == "Q8_0":
             embed_q8 = q8_blocks(np.asarray(t.data), n_cols)
-        # with keep_q4 the dense copy is made when the model asks for it (``.to``), one tensor at a time,
-        # and not at all for a layer whose kernel holds the blocks (its dense weight is never filled)
+        # with keep_q4 the dense copy is made when the model asks for it (``.to``), one tensor at a time; a layer
+        # whose kernel holds the blocks drops it at once (its dense weight is never filled)
         tensors[hf] = _LazyDense(t, heads) if keep_q4 else _LazyDense(t, heads).to(torch.float32)
     return cfg, tensors, _tokenizer_info(reader), packed, embed_q8
 
