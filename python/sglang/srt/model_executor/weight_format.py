@@ -175,6 +175,15 @@ class WeightFormatPass:
             self.fmt.dense_dropped |= owns
         self.fmt.layers[name] = kernel.describe() if kernel is not None else "dense"
 
+    def _take_q4(self, name: str, mod: Any) -> tuple[torch.Tensor, ...] | None:
+        """This rank's Q4 blocks of module ``name`` (None: not all Q4), consumed only when used."""
+        names = _sources(self.model, name)
+        q4 = _q4_blocks(mod, self.blocks, names)
+        if q4 is not None:
+            for n in names:
+                del self.blocks[n]
+        return q4
+
     def before_load(self) -> None:
         from sglang.srt.layers.parallel import ParallelLMHead
 
@@ -186,11 +195,8 @@ class WeightFormatPass:
                     mod.embedding.set_q8(*self.embed_q8)
                     self._set(name, mod, lk.Q8F32(*mod.embedding.q8), True)
                 continue
-            names = _sources(self.model, name)
-            if (q4 := _q4_blocks(mod, self.blocks, names)) is not None:
+            if (q4 := self._take_q4(name, mod)) is not None:
                 self._set(name, mod, *self.p.linear(mod, q4))
-                for n in names:
-                    self.blocks.pop(n, None)
 
     def after_load(self) -> WeightFormat:
         from sglang.srt.layers.parallel import ParallelLMHead
@@ -202,10 +208,7 @@ class WeightFormatPass:
                 if isinstance(mod, ParallelLMHead):
                     self._set(name, mod, *self.p.lm_head(mod, self.embed_q8))
                 else:
-                    names = _sources(self.model, name)
-                    self._set(name, mod, *self.p.linear(mod, _q4_blocks(mod, self.blocks, names)))
-                    for n in names:
-                        self.blocks.pop(n, None)
+                    self._set(name, mod, *self.p.linear(mod, self._take_q4(name, mod)))
         self.blocks.clear()
         logger.info("weight format: %s", self.fmt.summary())
         return self.fmt
