@@ -1,6 +1,6 @@
 """A/B two sources of the fused decode kernel in one process, on the default model.
 
-Run: .venv/bin/python bench/kernel_ab.py OLD.cpp NEW.cpp [--dtype bfloat16] [--quantization gguf_q4] [--prefix 107] [--batch 64]
+Run: .venv/bin/python bench/kernel_ab.py OLD.cpp NEW.cpp [--dtype float32] [--quantization auto] [--prefix 107] [--batch 64]
 
 e.g. with the committed kernel of an earlier revision as OLD:
     git show REV:python/sglang/srt/layers/cpu_kernels/csrc/decode_step.cpp > /tmp/old.cpp
@@ -38,8 +38,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("a", type=Path)
     ap.add_argument("b", type=Path)
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--quantization", default="gguf_q4")
+    ap.add_argument("--dtype", default="float32")  # the defaults: what `sglang serve` runs
+    ap.add_argument("--quantization", default="auto")
     ap.add_argument("--prefix", type=int, default=107)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()

@@ -14,10 +14,10 @@ pytestmark = [pytest.mark.compiler]
 
 
 @pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
-@pytest.mark.parametrize("rows,k", [(1, 320), (3, 320), (8, 320), (9, 320), (37, 320), (64, 320), (1, 1024), (13, 1024)])
+@pytest.mark.parametrize("rows,k", [(1, 320), (3, 320), (8, 320), (9, 320), (37, 320), (64, 320), (1, 1024), (13, 1024), (19, 1024)])
 def test_float32_kernel_is_the_dense_float32_product_up_to_summation_order(kind, rows, k):
-    # every batch size the engine may pass: up to 8 rows directly, above in chunks over a decoded block
-    # (chunks of 8 rows, or 4 for rows longer than 768 so a chunk of x stays in L1)
+    # every batch size the engine may pass: up to 8 rows in one chunk, above in balanced chunks
+    # (of at most 8 rows, or 6 for rows longer than 768 so a chunk of x stays in L1: 13 rows of 1024 run as 7 + 6)
     # the kernel rebuilds each weight as fma(scale, q, min): the gguf package's float32 value exactly,
     # so against a float64 product it is as close as the dense float32 product is
     from sglang.srt.layers.cpu_kernels import load_decode_kernels
