@@ -12,6 +12,7 @@ from helpers.inproc import generate_ids
 from sglang.srt.layers.attention.registry import ATTENTION_BACKENDS, register_attention_backend
 from sglang.srt.layers.cpu_kernels import load_decode_kernels
 from sglang.srt.managers.scheduler import Scheduler
+from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
 from sglang.srt.model_executor.fused_decode import FusedDecode, FusedDecodeError
 from sglang.srt.runtime_context import get_context, publish, reset_context
 from sglang.srt.server_args import ServerArgs
@@ -207,3 +208,49 @@ def test_a_subclassed_layer_keeps_the_eager_step(sched):
     finally:
         mlp.__class__ = LlamaMLP
     assert model.decode_plan_blockers() == []
+
+
+def test_a_short_prefill_runs_through_the_plan_with_the_eager_logits_and_kv(sched):
+    # two requests in one EXTEND forward: one whole prompt, one second chunk after a 16-token prefix;
+    # every new token is a plan row attending causally to its own request's slots
+    runner = sched.tp_worker.model_runner
+    ids = sched.tokenizer.encode("Write a short story about a lighthouse keeper who finds a bottle on the shore, "
+                                 "with a letter inside it from a sailor lost at sea many years ago.")
+    assert len(ids) >= 23
+    a, b = ids[:20], ids[:23]
+    pa, pb = runner.allocator.alloc(2), runner.allocator.alloc(2)  # pages no cached prefix holds
+    first = ModelWorkerBatch(ForwardMode.EXTEND, [b[:16]], [0], [pb[:1]], [None])
+    batch = ModelWorkerBatch(ForwardMode.EXTEND, [a, b[16:]], [0, 16], [pa, pb], [None, None])
+    slots = torch.cat([(torch.tensor(p)[:, None] * 16 + torch.arange(16)).reshape(-1)[:n] for p, n in ((pa, 20), (pb, 23))])
+    pool = runner.kv_pool
+
+    def run(fused: FusedDecode | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        saved, runner.fused_decode = runner.fused_decode, fused
+        try:
+            runner.forward(first)
+            logits = runner.forward(batch)
+        finally:
+            runner.fused_decode = saved
+        return logits, torch.stack([pool.k_buffer[i][slots] for i in (0, 29)]), torch.stack([pool.v_buffer[i][slots] for i in (0, 29)])
+
+    plan = FusedDecode.create(runner, "on")
+    assert plan.takes_extend(runner.build_forward_batch(batch))
+    try:
+        eager, fused = run(None), run(plan)
+    finally:
+        runner.allocator.free(pa + pb)
+    assert eager[0].shape == fused[0].shape == (2, runner.model_config.vocab_size)
+    for e, f in zip(eager, fused):
+        torch.testing.assert_close(f, e, rtol=1e-4, atol=1e-4)  # float32: the same sums in another order
+    assert torch.equal(fused[0].argmax(-1), eager[0].argmax(-1))
+
+
+def test_a_long_prefill_stays_eager():
+    # a forward whose per-row slot index would pass the limit runs the eager extend
+    from types import SimpleNamespace
+
+    from sglang.srt.model_executor.fused_decode import EXTEND_INDEX_LIMIT
+
+    n = int(EXTEND_INDEX_LIMIT ** 0.5)
+    assert FusedDecode.takes_extend(SimpleNamespace(input_ids=[0] * n, prefix_lens=[0], extend_lens=[n]))
+    assert not FusedDecode.takes_extend(SimpleNamespace(input_ids=[0] * (n + 1), prefix_lens=[0], extend_lens=[n + 1]))

@@ -63,7 +63,7 @@ class ServerArgs:
     cuda_graph_max_bs: int | None = arg(None, Arg("largest batch size captured as a graph", resolvable=True), NS("exec.graph"))
     enable_torch_compile: bool = arg(False, Arg("compile the decode step with torch.compile", resolvable=True), NS("exec.compile"))
     torch_compile_max_bs: int = arg(32, Arg("largest batch size run through the compiled step"), NS("exec.compile"))
-    fused_decode: str = arg("auto", Arg("CPU decode steps as one fused C++ call (auto: when the kernels build and the runner qualifies; "
+    fused_decode: str = arg("auto", Arg("CPU decode steps and short prefills as one fused C++ call (auto: when the kernels build and the runner qualifies; "
                                         "on: required, start-up fails with the reason otherwise; off: the eager torch step)",
                                         choices=("auto", "on", "off")), NS("exec.graph"))
     # -- memory --------------------------------------------------------------

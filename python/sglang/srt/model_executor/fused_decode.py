@@ -5,7 +5,8 @@ On a CPU the eager decode step of a small model is bound by dispatching about
 (``sglang.srt.layers.cpu_kernels``) runs the same computation (ATen for the
 matrix products, loops for norms, rotary, the KV write and paged attention)
 without returning to Python between layers. It is the CPU counterpart of
-replaying a captured graph.
+replaying a captured graph. Short prefills run through the same plan, one row
+per new token (:meth:`FusedDecode.run_extend`).
 
 ``--fused-decode auto`` (default) uses it when the runner qualifies and the
 kernels build, and logs why not otherwise; ``on`` makes any reason a start-up
@@ -17,6 +18,7 @@ replaced by a subclass, a hook applied inside the code the plan stands in for
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -34,6 +36,12 @@ PLAN_MODULES = (
     "sglang.srt.layers.attention.torch_native_backend",
     "sglang.srt.mem_cache.memory_pool",
 )
+
+
+# Prefill through the plan: each new token is a row with its request's whole slot list ([rows, width]
+# int64), so only forwards whose index stays under this many entries (8 MiB) run fused; longer ones
+# are bound by their matrix products, not by per-op dispatch, and run eagerly.
+EXTEND_INDEX_LIMIT = 1 << 20
 
 
 class FusedDecodeError(RuntimeError):
@@ -113,3 +121,27 @@ class FusedDecode:
     def run(self, fb: Any) -> Any:
         """Logits ``[B, vocab]`` of one DECODE forward; writes the new K/V like the eager step."""
         return self.model.forward_decode_plan(self.plan, fb)
+
+    @staticmethod
+    def takes_extend(fb: Any) -> bool:
+        """Whether the EXTEND forward ``fb`` runs through the plan (:meth:`run_extend`): short ones only."""
+        return len(fb.input_ids) * max(p + n for p, n in zip(fb.prefix_lens, fb.extend_lens)) <= EXTEND_INDEX_LIMIT
+
+    def run_extend(self, fb: Any) -> Any:
+        """Logits of an EXTEND forward (prefill, or a chunk of one) through the same plan.
+
+        Each new token is one row of the plan, attending to its request's slots up to
+        and including its own: the plan writes every row's K/V before any row attends,
+        so the rows of one request see each other causally, as the eager extend does.
+        """
+        import torch
+
+        rows, lens = [], []
+        width = max(p + n for p, n in zip(fb.prefix_lens, fb.extend_lens))
+        for slots, p, n in zip(fb.kv_slots, fb.prefix_lens, fb.extend_lens):
+            padded = torch.nn.functional.pad(slots, (0, width - len(slots)))
+            rows.append(padded.expand(n, width))
+            lens.append(torch.arange(p + 1, p + n + 1))
+        kv_index = torch.cat(rows).contiguous()
+        view = dataclasses.replace(fb, kv_index=kv_index, kv_lens=torch.cat(lens))
+        return self.model.forward_decode_plan(self.plan, view)

@@ -214,4 +214,8 @@ class ModelRunner:
             # replay through the platform's graph runner only where capture is enabled
             if fb.mode is ForwardMode.DECODE and get_flags().capture.enabled and self.graph_runner.can_run(fb.batch_size):
                 return self.graph_runner.run(fb)
-            return self._decode_step(fb) if fb.mode is ForwardMode.DECODE else self._run_model(fb)
+            if fb.mode is ForwardMode.DECODE:
+                return self._decode_step(fb)
+            if self.fused_decode is not None and self.fused_decode.takes_extend(fb):
+                return self.fused_decode.run_extend(fb)
+            return self._run_model(fb)
