@@ -245,12 +245,16 @@ def test_a_short_prefill_runs_through_the_plan_with_the_eager_logits_and_kv(sche
     assert torch.equal(fused[0].argmax(-1), eager[0].argmax(-1))
 
 
-def test_a_long_prefill_stays_eager():
-    # a forward whose per-row slot index would pass the limit runs the eager extend
+def test_a_long_prefill_and_a_bfloat16_prefill_stay_eager(sched):
+    # a forward whose per-row slot index would pass the limit runs the eager extend; so does any
+    # prefill of a bfloat16 model (its logits would move by a few bfloat16 ulps)
     from types import SimpleNamespace
 
     from sglang.srt.model_executor.fused_decode import EXTEND_INDEX_LIMIT
 
+    plan = FusedDecode.create(sched.tp_worker.model_runner, "on")
     n = int(EXTEND_INDEX_LIMIT ** 0.5)
-    assert FusedDecode.takes_extend(SimpleNamespace(input_ids=[0] * n, prefix_lens=[0], extend_lens=[n]))
-    assert not FusedDecode.takes_extend(SimpleNamespace(input_ids=[0] * (n + 1), prefix_lens=[0], extend_lens=[n + 1]))
+    short, long = (SimpleNamespace(input_ids=[0] * k, prefix_lens=[0], extend_lens=[k]) for k in (n, n + 1))
+    assert plan.takes_extend(short) and not plan.takes_extend(long)
+    plan.extend = False  # as create() leaves it for a bfloat16 runner
+    assert not plan.takes_extend(short)
