@@ -218,10 +218,11 @@ def test_a_short_prefill_runs_through_the_plan_with_the_eager_logits_and_kv(sche
                                  "with a letter inside it from a sailor lost at sea many years ago.")
     assert len(ids) >= 23
     a, b = ids[:20], ids[:23]
-    pa, pb = runner.allocator.alloc(2), runner.allocator.alloc(2)  # pages no cached prefix holds
-    first = ModelWorkerBatch(ForwardMode.EXTEND, [b[:16]], [0], [pb[:1]], [None])
+    ps = runner.kv_pool.page_size
+    pa, pb = runner.allocator.alloc(-(-20 // ps)), runner.allocator.alloc(-(-23 // ps))  # pages no cached prefix holds
+    first = ModelWorkerBatch(ForwardMode.EXTEND, [b[:16]], [0], [pb[: -(-16 // ps)]], [None])
     batch = ModelWorkerBatch(ForwardMode.EXTEND, [a, b[16:]], [0, 16], [pa, pb], [None, None])
-    slots = torch.cat([(torch.tensor(p)[:, None] * 16 + torch.arange(16)).reshape(-1)[:n] for p, n in ((pa, 20), (pb, 23))])
+    slots = torch.cat([(torch.tensor(p)[:, None] * ps + torch.arange(ps)).reshape(-1)[:n] for p, n in ((pa, 20), (pb, 23))])
     pool = runner.kv_pool
 
     def run(fused: FusedDecode | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -20,7 +20,9 @@ _rid = itertools.count()
 
 @pytest.fixture(scope="module")
 def sched():
-    sa = ServerArgs(dtype="float32", max_total_tokens=8192, chunked_prefill_size=512, log_level="warning")
+    # pages of 16 tokens: page rounding in admission, retraction and prefix matching (pages of 1,
+    # the default, share the chat template's common prefix between these prompts, which leaves no KV pressure)
+    sa = ServerArgs(dtype="float32", max_total_tokens=8192, chunked_prefill_size=512, page_size=16, log_level="warning")
     publish(sa, role="scheduler")
     return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
 

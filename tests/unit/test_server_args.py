@@ -152,8 +152,8 @@ def test_resolved_view_is_pipeline_internal():
         ({"port": 70000}, "--port must be in 1..65535"),
         ({"page_size": 12}, "--page-size must be a power of two"),
         ({"mem_fraction_static": 1.5}, r"--mem-fraction-static must be in \(0, 1\)"),
-        ({"max_total_tokens": 4}, "--max-total-tokens 4 must hold at least one page"),
-        ({"chunked_prefill_size": 3}, "--chunked-prefill-size must be -1"),
+        ({"max_total_tokens": 4, "page_size": 16}, "--max-total-tokens 4 must hold at least one page"),
+        ({"chunked_prefill_size": 3, "page_size": 16}, "--chunked-prefill-size must be -1"),
         ({"nnodes": 2, "dist_init_addr": "nohost", "tp_size": 2}, "--dist-init-addr must be HOST:PORT"),
         ({"dp_size": 0}, "--dp-size must be >= 1"),
         ({"dp_size": 2, "nnodes": 2, "tp_size": 2, "dist_init_addr": "127.0.0.1:1"}, "--dp-size 2 with --nnodes 2: .* with --use-ray"),
@@ -176,7 +176,7 @@ def test_derive_returns_a_frozen_variant_and_leaves_the_receiver():
     sa = ServerArgs()
     publish(sa, role="launcher")
     variant = sa.derive("encode worker", tp_size=1, page_size=64)
-    assert (variant.page_size, sa.page_size) == (64, 16)
+    assert (variant.page_size, sa.page_size) == (64, 1)
     assert variant.derived_from == ("encode worker", {"tp_size": 1, "page_size": 64})
     assert variant.provenance()["page_size"] == "derived (encode worker)"
     assert get_context().server_args is sa and not get_context().is_published(variant)
@@ -225,7 +225,7 @@ def test_cli_is_generated_from_metadata():
 
 
 def test_prepare_server_args_records_cli_provenance():
-    sa = prepare_server_args(["--tp-size", "2", "--disable-radix-cache", "--page-size", "16"])
+    sa = prepare_server_args(["--tp-size", "2", "--disable-radix-cache", "--page-size", "1"])
     prov = sa.provenance()
     assert sa.tp_size == 2 and prov["tp_size"] == "cli" and prov["disable_radix_cache"] == "cli"
     assert prov["page_size"] == "cli"  # given explicitly, even though it equals the default

@@ -69,7 +69,7 @@ class ServerArgs:
     # -- memory --------------------------------------------------------------
     mem_fraction_static: float | None = arg(None, Arg("fraction of available memory for the KV cache", resolvable=True), NS("memory"))
     max_total_tokens: int | None = arg(None, Arg("KV cache size in tokens (overrides --mem-fraction-static)", resolvable=True), NS("memory"))
-    page_size: int = arg(16, Arg("tokens per KV page", resolvable=True), NS("memory"))
+    page_size: int = arg(1, Arg("tokens per KV page; the radix cache shares prefixes in whole pages, so 1 (upstream's default) reuses any common prefix", resolvable=True), NS("memory"))
     kv_cache_dtype: str = arg("auto", Arg("KV cache dtype", choices=("auto", "float32", "bfloat16", "float16"), resolvable=True), NS("memory"))
     # -- scheduling ----------------------------------------------------------
     max_running_requests: int | None = arg(None, Arg("most requests decoded together", resolvable=True), NS("schedule"))
