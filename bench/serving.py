@@ -150,7 +150,7 @@ def main() -> None:
     print(f"{'system':<40} {'conc':>4} {'tok/s':>8} {'TTFT s':>8} {'latency s':>10}")
     for name, res in systems.items():
         for conc, r in res.items():
-            print(f"{name:<40} {conc:>4} {r['tok_s']:>8.1f} {r['ttft']:>8.2f} {r['latency']:>10.2f}")
+            print(f"{name:<40} {conc:>4} {r['tok_s']:>8.1f} {r['ttft']:>8.3f} {r['latency']:>10.2f}")
     if lc is None:
         print("llama-cpp-python is not installed: its server was not measured")
     for name, res in systems.items():
