@@ -49,6 +49,7 @@ bench: install-test kernels
 	$(PY) bench/hooks.py
 	$(PY) bench/discovery.py
 	$(PY) bench/context.py
+	$(PY) bench/limits.py
 	$(PY) bench/linear_backends.py
 	$(PY) bench/decode_step.py
 	$(PY) bench/offline.py

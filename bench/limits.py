@@ -1,0 +1,104 @@
+"""This machine's ceilings for the default model: what no kernel can beat here.
+
+Run: .venv/bin/python bench/limits.py [--llama-cpp 73.0,48.9] [--hf-float32-64 145.5]
+
+Measures, in one process:
+
+1. DRAM read bandwidth (a 256 MB float32 sum, best of 8, all cores): a decode
+   step reads every weight once, so bandwidth / bytes per step bounds the
+   single stream;
+2. the float32 matrix-product peak (a 2048^3 ``torch.mm``, best of 6, all
+   cores), and bfloat16's beside it (512^3: an AVX2-only CPU has no native
+   bfloat16 path and runs it hundreds of times slower): the
+   products' FLOPs per token bound every batched figure;
+3. the default configuration's bytes per decode step and FLOPs per token,
+   summed over the kernels the weight-format pass gave its linear layers and LM
+   head (attention, norms and sampling excluded, so both ceilings are loose).
+
+With ``--llama-cpp C1,C16`` (the ``llama-cpp-python`` server's tokens/s at
+concurrency 1 and 16, from one ``bench/serving.py`` run) and ``--hf-float32-64``
+(Hugging Face float32 at 64 requests, from ``bench/offline.py``) it prints each
+throughput target of docs/benchmarks.md beside the ceiling that bounds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+
+
+def read_bandwidth() -> float:
+    """Bytes/s of the best of 8 sums over a 256 MB float32 tensor."""
+    a = torch.ones(64 << 20)
+    best = 0.0
+    for _ in range(8):
+        t0 = time.perf_counter()
+        a.sum()
+        best = max(best, a.numel() * 4 / (time.perf_counter() - t0))
+    return best
+
+
+def mm_peak(dtype: torch.dtype, n: int, reps: int) -> float:
+    """FLOP/s of the best of ``reps`` n^3 products."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    best = 0.0
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return best
+
+
+def default_model_cost() -> tuple[int, int, str]:
+    """(bytes read per decode step, FLOPs per token, kernel summary) of the default configuration."""
+    os.environ["SGLANG_QUIET_LOAD"] = "1"
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.server_args import ServerArgs
+    from sglang.utils.process import free_port
+
+    sa = ServerArgs(log_level="warning", max_total_tokens=4096)
+    publish(sa, role="scheduler")
+    runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
+    nbytes = flops = 0
+    for _, mod in runner.model.named_modules():
+        kernel = getattr(mod, "kernel", None)
+        if kernel is not None and hasattr(kernel, "nbytes"):
+            nbytes += kernel.nbytes()
+            flops += 2 * kernel.out_features * kernel.in_features
+    return nbytes, flops, runner.weight_format.summary()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--llama-cpp", default="", help="llama-cpp-python server tokens/s at concurrency 1,16 (one serving.py run)")
+    ap.add_argument("--hf-float32-64", type=float, default=0.0, help="Hugging Face float32 tokens/s at 64 requests (offline.py)")
+    args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    bw, f32, bf16 = read_bandwidth(), mm_peak(torch.float32, 2048, 6), mm_peak(torch.bfloat16, 512, 2)
+    nbytes, flops, summary = default_model_cost()
+    step_floor = nbytes / bw
+    compute_cap = f32 / flops
+    print(f"{os.cpu_count()} cores: DRAM read {bw / 1e9:.1f} GB/s; matrix products float32 {f32 / 1e9:.0f} GFLOP/s, "
+          f"bfloat16 {bf16 / 1e9:.1f} GFLOP/s")
+    print(f"default configuration ({summary}): {nbytes / 1e6:.1f} MB of weights read per decode step, "
+          f"{flops / 1e6:.0f} MFLOP of products per token")
+    print(f"single stream ceiling (bandwidth): {step_floor * 1e3:.2f} ms a step, {1 / step_floor:.0f} tokens/s")
+    print(f"any batch ceiling (float32 peak):  {compute_cap:.0f} tokens/s")
+    rows = []
+    if args.llama_cpp:
+        c1, c16 = (float(v) for v in args.llama_cpp.split(","))
+        rows += [("server c=1 >= 3x llama.cpp", 3 * c1, 1 / step_floor), ("server c=16 >= 15x llama.cpp", 15 * c16, compute_cap)]
+    if args.hf_float32_64:
+        rows.append(("offline 64 >= 3x HF float32", 3 * args.hf_float32_64, compute_cap))
+    if rows:
+        print(f"{'target':<30} {'needs tok/s':>11} {'ceiling':>8} {'needs/ceiling':>13}")
+        for name, need, cap in rows:
+            print(f"{name:<30} {need:>11.0f} {cap:>8.0f} {need / cap:>12.2f}x")
+
+
+if __name__ == "__main__":
+    main()
