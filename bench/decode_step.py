@@ -1,6 +1,6 @@
 """One decode step, eager beside fused, in-process on the default model.
 
-Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization auto|none|gguf_q4] [--prefix 200] [--batches 1,16,64] [--contiguous]
+Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization auto|none|gguf_q4] [--prefix 200] [--batches 1,16,64] [--page-size 1] [--contiguous]
 
 Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
 its own, interleaved as requests that decode in step leave them (request i's
@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=200)
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--contiguous", action="store_true", help="each request's pages in one run")
+    ap.add_argument("--page-size", type=int, default=1, help="tokens a KV page (1: the default)")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from sglang.srt.managers.scheduler import Scheduler
@@ -36,9 +37,10 @@ def main() -> None:
     from sglang.utils.process import free_port
 
     batches = [int(b) for b in args.batches.split(",")]
-    pages_per_req = -(-(args.prefix + 1) // 16)
-    sa = ServerArgs(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=16,
-                    max_total_tokens=16 * (1 + max(batches) * pages_per_req), max_running_requests=max(batches), log_level="warning")
+    ps = args.page_size
+    pages_per_req = -(-(args.prefix + 1) // ps)
+    sa = ServerArgs(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
+                    max_total_tokens=ps * (1 + max(batches) * pages_per_req), max_running_requests=max(batches), log_level="warning")
     publish(sa, role="scheduler")
     runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
     fused = runner.fused_decode
@@ -48,7 +50,7 @@ def main() -> None:
         return runner.model(fb.input_ids, fb.positions, fb, runner.attn)
 
     print(f"one decode step, {args.dtype}{'+' + args.quantization if args.quantization else ''}, {args.prefix} cached tokens per request "
-          f"({'contiguous' if args.contiguous else 'interleaved'} pages), "
+          f"({'contiguous' if args.contiguous else 'interleaved'} pages of {ps}), "
           f"{os.cpu_count()} cores, median of 10")
     print(f"{'batch':>5} {'eager':>10} {'fused':>10} {'speed-up':>9}")
 

@@ -37,44 +37,9 @@ inline float load_f(const c10::BFloat16* __restrict p, int64_t i) {
   return f;
 }
 
-// 16 floats as one value: GCC/Clang lower it to the widest vectors the
-// target has (one AVX-512 register, two AVX2 ones), so these loops vectorize
-// on every x86 without intrinsics. Head sizes are multiples of 16 here.
-typedef float vf16 __attribute__((vector_size(64)));
+// 8 floats: one AVX2 register. GCC lowers wider vector types on an AVX2-only
+// CPU through the stack (see vi8 below), so every loop here works 8 at a time.
 typedef float vf8 __attribute__((vector_size(32)));
-typedef uint16_t vu16 __attribute__((vector_size(32)));
-typedef uint32_t vu32 __attribute__((vector_size(64)));
-
-inline vf16 load16(const float* p) {
-  vf16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline vf16 load16(const c10::BFloat16* p) {
-  vu16 raw;
-  std::memcpy(&raw, p, sizeof(raw));
-  const vu32 bits = __builtin_convertvector(raw, vu32) << 16;
-  vf16 v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-// 16 vectors -> one vector whose lane i is the sum of a[i]'s lanes: four
-// levels of pairwise shuffles and adds, 15 adds for 16 sums where 16 separate
-// horizontal sums would take 64
-inline vf16 lane_sums16(const vf16* a) {
-  vf16 x[8], y[4], z[2];
-  for (int i = 0; i < 8; ++i)
-    x[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
-           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
-  for (int i = 0; i < 4; ++i)
-    y[i] = __builtin_shufflevector(x[2 * i], x[2 * i + 1], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
-           __builtin_shufflevector(x[2 * i], x[2 * i + 1], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-  for (int i = 0; i < 2; ++i)
-    z[i] = __builtin_shufflevector(y[2 * i], y[2 * i + 1], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
-           __builtin_shufflevector(y[2 * i], y[2 * i + 1], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  return __builtin_shufflevector(z[0], z[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-         __builtin_shufflevector(z[0], z[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-}
 
 // x rounded to the nearest T and back, written so that loops over it
 // vectorize (round to nearest even, as c10::BFloat16's constructor; NaN kept)
@@ -192,6 +157,16 @@ inline vf8 to_f(vi8 v) { return __builtin_convertvector(v, vf8); }
 inline vf8 load8(const float* p) {
   vf8 v;
   std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline vf8 load8(const c10::BFloat16* p) {
+  typedef uint16_t vu16x8 __attribute__((vector_size(16)));
+  typedef uint32_t vu32x8 __attribute__((vector_size(32)));
+  vu16x8 raw;
+  std::memcpy(&raw, p, sizeof(raw));
+  const vu32x8 bits = __builtin_convertvector(raw, vu32x8) << 16;
+  vf8 v;
+  std::memcpy(&v, &bits, sizeof(v));
   return v;
 }
 // 8 vectors -> one vector whose lane i is the sum of a[i]'s lanes (3 levels of shuffles and adds)
@@ -536,14 +511,16 @@ class DecodePlan {
   // splits its heads across threads instead. Rows are fetched PREFETCH tokens
   // ahead: a request's pages are scattered over the pool, which defeats the
   // hardware prefetcher at every page boundary (measured: 2x on a batch of 64).
-  // Scores are computed 16 tokens at a time and their lane sums taken by one
-  // transposing reduction, and each K/V head row is widened to float once for
-  // all the query heads that share it.
+  // Scores are computed 8 tokens at a time and their lane sums taken by one
+  // transposing reduction; each K/V head row is widened to float once for all
+  // the query heads that share it. Vectors are 8 floats (one AVX2 register):
+  // the 16-float form this replaced went through the stack on an AVX2-only CPU
+  // (see vi8) and took 29% of a batch-64 step.
   template <typename T>
   void attention(const at::Tensor& q, const at::Tensor& kv_index, const at::Tensor& kv_lens, const Layer& l, at::Tensor& out) const {
     constexpr int64_t PREFETCH = 8;
-    const int64_t B = q.size(0), D = head_dim_, NV = D / 16, H = heads_, Hkv = kv_heads_, G = H / Hkv;
-    const int64_t kv_size = Hkv * D, Lmax = kv_index.size(1), Lpad = (Lmax + 15) / 16 * 16;
+    const int64_t B = q.size(0), D = head_dim_, NV = D / 8, H = heads_, Hkv = kv_heads_, G = H / Hkv;
+    const int64_t kv_size = Hkv * D, Lmax = kv_index.size(1), Lpad = (Lmax + 7) / 8 * 8;
     const float scale = 1.f / std::sqrt(static_cast<float>(D));
     const T* qp = q.data_ptr<T>();
     const T* kc = l.k_cache.data_ptr<T>();
@@ -553,34 +530,34 @@ class DecodePlan {
     T* op = out.data_ptr<T>();
     const int64_t per = B >= 4 ? Hkv : 1, nq = per * G, row_bytes = per * D * static_cast<int64_t>(sizeof(T));
     at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
-      std::vector<vf16> qv(nq * NV), acc(nq * NV), part(nq * 16), row(NV);
+      std::vector<vf8> qv(nq * NV), acc(nq * NV), part(nq * 8), row(NV);
       std::vector<float> sc(nq * Lpad);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, L = lens[b];
         const int64_t* slots = idx + b * Lmax;
         const int64_t off = g0 * D;  // this task's heads within a K/V row
         const T* qg = qp + b * H * D + g0 * G * D;  // query heads of KV heads g0.. are contiguous
-        for (int64_t j = 0; j < nq * NV; ++j) qv[j] = load16(qg + j * 16);
-        for (int64_t t0 = 0; t0 < L; t0 += 16) {
-          const int64_t n = std::min<int64_t>(16, L - t0);
+        for (int64_t j = 0; j < nq * NV; ++j) qv[j] = load8(qg + j * 8);
+        for (int64_t t0 = 0; t0 < L; t0 += 8) {
+          const int64_t n = std::min<int64_t>(8, L - t0);
           for (int64_t tt = 0; tt < n; ++tt) {
             const int64_t t = t0 + tt;
             if (t + PREFETCH < L) prefetch(kc + slots[t + PREFETCH] * kv_size + off, row_bytes);
             const T* k = kc + slots[t] * kv_size + off;
             for (int64_t g = 0; g < per; ++g) {
-              for (int64_t i = 0; i < NV; ++i) row[i] = load16(k + g * D + i * 16);
+              for (int64_t i = 0; i < NV; ++i) row[i] = load8(k + g * D + i * 8);
               for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-                vf16 a = qv[j * NV] * row[0];
+                vf8 a = qv[j * NV] * row[0];
                 for (int64_t i = 1; i < NV; ++i) a += qv[j * NV + i] * row[i];
-                part[j * 16 + tt] = a;
+                part[j * 8 + tt] = a;
               }
             }
           }
           for (int64_t j = 0; j < nq; ++j) {
-            for (int64_t tt = n; tt < 16; ++tt) part[j * 16 + tt] = vf16{};
-            const vf16 s = lane_sums16(&part[j * 16]);
+            for (int64_t tt = n; tt < 8; ++tt) part[j * 8 + tt] = vf8{};
+            const vf8 s = lane_sums8(&part[j * 8]);
             float* dst = sc.data() + j * Lpad + t0;
-            for (int64_t i = 0; i < 16; ++i) dst[i] = round_as<T>(s[i]) * scale;
+            for (int64_t i = 0; i < 8; ++i) dst[i] = round_as<T>(s[i]) * scale;
           }
         }
         for (int64_t j = 0; j < nq; ++j) {
@@ -596,21 +573,21 @@ class DecodePlan {
 #pragma omp simd
           for (int64_t t = 0; t < L; ++t) s[t] = round_as<T>(s[t] / sum);
         }
-        std::fill(acc.begin(), acc.end(), vf16{});
+        std::fill(acc.begin(), acc.end(), vf8{});
         for (int64_t t = 0; t < L; ++t) {
           if (t + PREFETCH < L) prefetch(vc + slots[t + PREFETCH] * kv_size + off, row_bytes);
           const T* v = vc + slots[t] * kv_size + off;
           for (int64_t g = 0; g < per; ++g) {
-            for (int64_t i = 0; i < NV; ++i) row[i] = load16(v + g * D + i * 16);
+            for (int64_t i = 0; i < NV; ++i) row[i] = load8(v + g * D + i * 8);
             for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-              const float p = sc[j * Lpad + t];
+              const vf8 p = vf8{} + sc[j * Lpad + t];
               for (int64_t i = 0; i < NV; ++i) acc[j * NV + i] += p * row[i];
             }
           }
         }
         T* o = op + b * H * D + g0 * G * D;
         for (int64_t j = 0; j < nq * NV; ++j)
-          for (int64_t i = 0; i < 16; ++i) o[j * 16 + i] = round_to<T>(acc[j][i]);
+          for (int64_t i = 0; i < 8; ++i) o[j * 8 + i] = round_to<T>(acc[j][i]);
       }
     });
   }
