@@ -30,19 +30,14 @@ def main() -> None:
     ap.add_argument("--page-size", type=int, default=1, help="tokens a KV page (1: the default)")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"
-    from sglang.srt.managers.scheduler import Scheduler
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
-    from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
-    from sglang.utils.process import free_port
 
     batches = [int(b) for b in args.batches.split(",")]
     ps = args.page_size
     pages_per_req = -(-(args.prefix + 1) // ps)
-    sa = ServerArgs(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
-                    max_total_tokens=ps * (1 + max(batches) * pages_per_req), max_running_requests=max(batches), log_level="warning")
-    publish(sa, role="scheduler")
-    runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
+    runner = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
+                       max_total_tokens=ps * (1 + max(batches) * pages_per_req), max_running_requests=max(batches)).tp_worker.model_runner
     fused = runner.fused_decode
 
     def eager(fb):

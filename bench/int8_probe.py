@@ -55,18 +55,14 @@ def _w8a8(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.
 
 
 def accuracy() -> None:
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.layers import parallel
-    from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
-    from sglang.srt.runtime_context import publish, reset_context
-    from sglang.srt.server_args import ServerArgs
-    from sglang.utils.process import free_port
+    from sglang.srt.runtime_context import reset_context
 
     def logits_for(dtype: str, w8a8: bool) -> torch.Tensor:
         reset_context()
-        sa = ServerArgs(dtype=dtype, quantization="none", fused_decode="off", max_total_tokens=4096, max_running_requests=4, log_level="warning")
-        publish(sa, role="scheduler")
-        sched = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
+        sched = scheduler(dtype=dtype, quantization="none", fused_decode="off", max_total_tokens=4096, max_running_requests=4)
         runner, tok = sched.tp_worker.model_runner, sched.tokenizer
         ids = tok.encode(tok.apply_chat_template([{"role": "user", "content": "Write a short story about a dragon."}]) + TEXT)
         if w8a8:  # dense copies to quantize from: the runner dropped them for oneDNN's packed ones

@@ -46,17 +46,12 @@ def main() -> None:
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     import torch
 
-    from sglang.srt.managers.scheduler import Scheduler
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
-    from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
-    from sglang.utils.process import free_port
 
     b, ppr = args.batch, -(-(args.prefix + 1) // 16)
-    sa = ServerArgs(dtype=args.dtype, quantization=args.quantization or None, fused_decode="off", page_size=16,
-                    max_total_tokens=16 * (1 + b * ppr), max_running_requests=b, log_level="warning")
-    publish(sa, role="scheduler")
-    runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
+    runner = scheduler(dtype=args.dtype, quantization=args.quantization or None, fused_decode="off", page_size=16,
+                       max_total_tokens=16 * (1 + b * ppr), max_running_requests=b).tp_worker.model_runner
     plans = {tag: runner.model.build_decode_plan(_load(src, tag), runner.kv_pool) for tag, src in (("a", args.a), ("b", args.b))}
     pages = [[1 + j * b + i for j in range(ppr)] for i in range(b)]
     fb = runner.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))

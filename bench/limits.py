@@ -55,14 +55,9 @@ def mm_peak(dtype: torch.dtype, n: int, reps: int) -> float:
 def default_model_cost() -> tuple[int, int, str]:
     """(bytes read per decode step, FLOPs per token, kernel summary) of the default configuration."""
     os.environ["SGLANG_QUIET_LOAD"] = "1"
-    from sglang.srt.managers.scheduler import Scheduler
-    from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
-    from sglang.utils.process import free_port
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
 
-    sa = ServerArgs(log_level="warning", max_total_tokens=4096)
-    publish(sa, role="scheduler")
-    runner = Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}").tp_worker.model_runner
+    runner = scheduler(max_total_tokens=4096).tp_worker.model_runner
     nbytes = flops = 0
     for _, mod in runner.model.named_modules():
         kernel = getattr(mod, "kernel", None)

@@ -44,14 +44,9 @@ def parse(config: str) -> dict[str, Any]:
 
 
 def build(flags: dict[str, Any]) -> Any:
-    from sglang.srt.managers.scheduler import Scheduler
-    from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
-    from sglang.utils.process import free_port
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
 
-    sa = ServerArgs(max_total_tokens=16384, log_level="warning", **flags)
-    publish(sa, role="scheduler")
-    return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
+    return scheduler(max_total_tokens=16384, **flags)
 
 
 def answer_logprobs(s: Any, group: list[tuple[list[int], int]]) -> Any:
