@@ -62,7 +62,8 @@ def accuracy() -> None:
 
     def logits_for(dtype: str, w8a8: bool) -> torch.Tensor:
         reset_context()
-        sched = scheduler(dtype=dtype, quantization="none", fused_decode="off", max_total_tokens=4096, max_running_requests=4)
+        sched = scheduler(dtype=dtype, quantization="none", fused_decode="off", page_size=16, max_total_tokens=4096,
+                          max_running_requests=4)  # pages of 16: the prompt's page list below
         runner, tok = sched.tp_worker.model_runner, sched.tokenizer
         ids = tok.encode(tok.apply_chat_template([{"role": "user", "content": "Write a short story about a dragon."}]) + TEXT)
         if w8a8:  # dense copies to quantize from: the runner dropped them for oneDNN's packed ones
