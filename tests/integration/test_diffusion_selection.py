@@ -203,8 +203,9 @@ def test_platform_contract_is_checked_when_the_class_is_defined():
         print(e)
     """
     out = ok(run_python(code))
-    assert "P.get_attn_backend is not part of the sglang.multimodal_gen.runtime.platforms.Platform interface: rename it to '_get_attn_backend'" in out
-    assert "Q.get_device overrides" in out and "does not accept the interface's parameter 'local_rank'" in out
+    assert "__main__.P does not match the sglang.multimodal_gen.runtime.platforms.Platform interface (1 problem" in out
+    assert "  - get_attn_backend is not part of the sglang.multimodal_gen.runtime.platforms.Platform interface: rename it to '_get_attn_backend'" in out
+    assert "  - get_device overrides" in out and "does not accept the interface's parameter 'local_rank'" in out
 
 
 def test_activation_that_reads_current_platform_fails_loudly_instead_of_deadlocking(tmp_path):

@@ -1,10 +1,26 @@
-"""The platform contract is checked when a subclass is defined."""
+"""The platform contract is checked when a platform class is defined (vendor mixins included)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+from pathlib import Path
+
 import pytest
 
-from sglang.srt.platforms import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum, SRTPlatform
+import sglang
+from sglang.multimodal_gen.runtime.platforms import DiffusionPlatformContractError, Platform
+from sglang.plugin_core.contract import signature_problem
+from sglang.srt.platforms import (
+    CpuArchEnum,
+    DeviceCapability,
+    DeviceMixin,
+    PlatformCapabilities,
+    PlatformContractError,
+    PlatformEnum,
+    PlatformError,
+    SRTPlatform,
+)
 
 
 def test_undeclared_public_method_is_a_type_error():
@@ -15,20 +31,127 @@ def test_undeclared_public_method_is_a_type_error():
                 return "x"
 
 
-def test_private_helpers_are_allowed():
+def test_every_problem_of_a_class_is_named_in_one_error():
+    # the names a ported plugin carried over from an older core, plus one bad override: all reported at once
+    stale = ("page_size_default", "get_nsa_kv_pool_cls", "supports_torch_compile", "use_pynccl", "fallback_rope", "coordinator_device")
+    with pytest.raises(PlatformContractError) as info:
+
+        class Ported(SRTPlatform):
+            page_size_default = 32
+
+            def get_nsa_kv_pool_cls(self) -> type:
+                return object
+
+            @classmethod
+            def supports_torch_compile(cls) -> bool:
+                return True
+
+            @staticmethod
+            def use_pynccl(backend: str) -> bool:
+                return False
+
+            def fallback_rope(self, *, head_size: int) -> bool:
+                return False
+
+            @property
+            def coordinator_device(self) -> None:
+                return None
+
+            def is_pin_memory_available(self) -> bool:
+                return False
+
+    msg = str(info.value)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, PlatformError)
+    assert "Ported does not match the SRT platform interface (7 problems" in msg
+    for name in stale:
+        assert f"  - {name} is not part of the SRT platform interface: rename it to '_{name}'" in msg
+    assert "is_pin_memory_available overrides SRT platform.is_pin_memory_available incompatibly" in msg and "'device'" in msg
+
+
+def test_private_helpers_and_declared_values_are_allowed():
     class Vendor(SRTPlatform):
+        device_name = "npu"
+        capabilities = PlatformCapabilities(supports_triton=True)
+        _vendor_revision = 3
+
         def _probe(self) -> bool:
             return True
 
-    assert Vendor()._probe()
+    assert Vendor()._probe() and Vendor._vendor_revision == 3 and Vendor.capabilities.supports_triton
 
 
-def test_public_data_attributes_are_allowed():
+def test_an_undeclared_public_value_is_a_type_error():
+    # core never reads it, so a vendor setting it expects an effect that never happens
+    with pytest.raises(TypeError, match="vendor_revision is not part of the SRT platform interface"):
+
+        class Vendor(SRTPlatform):
+            vendor_revision = 3
+
+
+def test_a_value_where_the_interface_declares_a_method_is_a_type_error():
+    with pytest.raises(TypeError, match=r"is_cuda is a bool where the SRT platform interface declares a method") as info:
+
+        class Vendor(SRTPlatform):
+            is_cuda = True
+
+            @property
+            def is_cpu(self) -> bool:
+                return False
+
+    assert "is_cpu is a property where" in str(info.value)
+
+
+def test_a_device_mixin_is_checked_where_it_is_mixed_in_in_either_order():
+    class VendorMixin(DeviceMixin):  # not a platform yet: defining it is fine
+        def vendor_only(self) -> int:
+            return 1
+
+        def get_device_total_memory(self) -> int:  # drops device_id
+            return 0
+
+    assert VendorMixin().vendor_only() == 1
+    for bases in ((SRTPlatform, VendorMixin), (VendorMixin, SRTPlatform)):
+        with pytest.raises(PlatformContractError) as info:
+            type("P", bases, {})
+        msg = str(info.value)
+        assert "(2 problems" in msg, bases
+        assert "vendor_only (from test_platform_contract.test_a_device_mixin_is_checked_where_it_is_mixed_in_in_either_order.<locals>.VendorMixin) is not part" in msg
+        assert "get_device_total_memory (from " in msg and "does not accept the interface's parameter 'device_id'" in msg
+
+
+def test_a_name_defined_by_the_platform_and_its_mixin_is_reported_once():
+    class VendorMixin(DeviceMixin):
+        def warm_up(self) -> None:
+            pass
+
+    with pytest.raises(TypeError) as info:
+
+        class P(SRTPlatform, VendorMixin):
+            def warm_up(self) -> None:
+                pass
+
+    assert str(info.value).count("warm_up") == 2  # the bullet and its suggested '_warm_up'
+    assert "(1 problem;" in str(info.value)
+
+
+def test_a_renamed_positional_parameter_is_accepted():
+    # the engine passes these positionally (test_engine_calls_interface_methods_positionally), so names do not matter
     class Vendor(SRTPlatform):
-        device_name = "npu"
-        vendor_revision = 3
+        def get_device(self, device_id=0) -> str:
+            return f"dev:{device_id}"
 
-    assert Vendor().vendor_revision == 3
+        def get_quantization_config(self, quant: str | None) -> str | None:
+            return quant
+
+        def get_device_total_memory(self, idx: int = 0) -> int:
+            return 7 + idx
+
+        @classmethod
+        def seed_everything(cls, seed=None) -> None:
+            pass
+
+    v = Vendor()
+    assert (v.get_device(2), v.get_quantization_config("fp8"), v.get_device_total_memory(1)) == ("dev:2", "fp8", 8)
 
 
 def test_override_missing_a_base_parameter_is_a_type_error():
@@ -55,6 +178,28 @@ def test_override_requiring_an_extra_parameter_is_a_type_error():
                 pass
 
 
+def test_override_requiring_an_extra_keyword_parameter_is_a_type_error():
+    with pytest.raises(TypeError, match="requires the extra keyword parameter 'must'"):
+
+        class Bad(SRTPlatform):
+            def get_compile_backend(self, mode=None, extra=None, *, must) -> str:
+                return "x"
+
+
+def test_keyword_only_parameters_keep_their_names():
+    def base(self, x, *, flag=False):
+        pass
+
+    def renamed(self, y, *, flg=False):
+        pass
+
+    def kept(self, y, *, flag=False, extra=None):
+        pass
+
+    assert signature_problem(base, renamed) == "it does not accept the keyword parameter 'flag'"
+    assert signature_problem(base, kept) is None
+
+
 def test_override_with_varargs_is_compatible():
     class Ok(SRTPlatform):
         def get_compile_backend(self, *args, **kwargs) -> str:
@@ -63,12 +208,59 @@ def test_override_with_varargs_is_compatible():
     assert Ok().get_compile_backend("max-autotune") == "eager"
 
 
-def test_device_mixin_subclasses_are_checked_too():
-    with pytest.raises(TypeError, match="not part of the SRT platform interface"):
+def test_diffusion_platform_uses_the_same_rules():
+    class Mine(Platform):
+        def get_device(self, idx: int) -> str:  # renamed positional: accepted
+            return f"d{idx}"
 
-        class Mixin(DeviceMixin):
+    assert Mine().get_device(1) == "d1"
+    with pytest.raises(DiffusionPlatformContractError) as info:
+
+        class Bad(Platform):
+            vae_tiling = True
+
             def warm_up(self) -> None:
                 pass
+
+            def get_device_name(self) -> str:
+                return ""
+
+    msg = str(info.value)
+    assert isinstance(info.value, TypeError) and "(3 problems" in msg
+    assert "vae_tiling is not part" in msg and "warm_up is not part" in msg and "get_device_name overrides" in msg
+
+
+def _positional_names() -> dict[str, set[str]]:
+    """For each interface method, the names of its positional parameters (after self)."""
+    out: dict[str, set[str]] = {}
+    for cls in (SRTPlatform, DeviceMixin, Platform):
+        for name, attr in cls.__dict__.items():
+            if name.startswith("_") or not callable(attr):
+                continue
+            params = list(inspect.signature(attr).parameters.values())[1:]
+            out.setdefault(name, set()).update(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+    return out
+
+
+def test_engine_calls_interface_methods_positionally():
+    """A vendor may rename a positional parameter, so no caller may pass one by keyword."""
+    names = _positional_names()
+    root = Path(sglang.__file__).parent
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names):
+                continue
+            for kw in node.keywords:
+                if kw.arg is None or kw.arg in names[node.func.attr]:
+                    bad.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "pass interface parameters positionally:\n" + "\n".join(bad)
+
+
+def test_the_positional_scan_finds_a_keyword_call():
+    names = _positional_names()
+    call = ast.parse("current_platform.get_device_total_memory(device_id=0)").body[0].value
+    assert call.func.attr in names and call.keywords[0].arg in names[call.func.attr]
 
 
 def test_vendor_mixin_methods_win_over_the_interface_in_the_documented_layout():

@@ -24,7 +24,10 @@ def render_document() -> str:
         "implementation takes effect at once); **Planned** members are reserved; **Compatibility** members are "
         "kept adapters; **Identity** members describe the platform. \"spec:\" notes where the spec's table "
         "gives another status (this project calls more of the device operations than the reference does). "
-        "`sglang plugins check DIST` reports every Active member a platform leaves at its default.\n"
+        "`sglang plugins check DIST` reports every Active member a platform leaves at its default.\n\n"
+        "Defining a platform class checks it against these tables' classes (rules: docs/plugins.md, \"The contract "
+        "is checked when your class is defined\"): a public name not listed here, or an override the engine "
+        "cannot call positionally with the listed parameters, is one `TypeError` naming every problem.\n"
     )
     srt = render(
         "SRT (`sglang.srt.platforms`)",

@@ -16,6 +16,7 @@ from sglang.srt.platforms.device_mixin import CpuArchEnum, DeviceCapability, Dev
 from sglang.srt.platforms.errors import (
     PlatformActivationError,
     PlatformClassError,
+    PlatformContractError,
     PlatformError,
     PlatformSelectionError,
     PlatformUnavailableError,
@@ -48,6 +49,7 @@ __all__ = [
     "PlatformActivationError",
     "PlatformCapabilities",
     "PlatformClassError",
+    "PlatformContractError",
     "PlatformEnum",
     "PlatformError",
     "PlatformSelectionError",

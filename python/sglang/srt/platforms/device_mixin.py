@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sglang.plugin_core.contract import check_subclass
 from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
 
 if TYPE_CHECKING:
@@ -23,19 +22,15 @@ PlatformEnum = platform_enum(__name__, "SRT platform identity. Out-of-tree platf
 class DeviceMixin:
     """Identity queries and device operations of an SRT platform.
 
-    Subclasses are checked when defined: a public method the interface does not
-    declare, or an override that cannot take the interface's parameters, is a
-    ``TypeError``.
+    A vendor subclass of this mixin is not checked on its own: it is checked
+    as part of the ``SRTPlatform`` subclass that mixes it in (either base
+    order), see :mod:`sglang.plugin_core.contract`.
     """
 
     _sglang_interface = True
     _enum: PlatformEnum = PlatformEnum.UNSPECIFIED
     device_name: str = "unknown"
     device_type: str = "unknown"  # the torch device type, e.g. "cuda", "cpu"
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        check_subclass(cls, "SRT platform")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device_name})"

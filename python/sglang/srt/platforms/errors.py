@@ -21,3 +21,7 @@ class PlatformActivationError(PlatformError):
 
 class PlatformClassError(PlatformError, TypeError):
     """The qualname does not import, or is not an ``SRTPlatform`` subclass."""
+
+
+class PlatformContractError(PlatformClassError):
+    """A platform class breaks the SRT platform interface; raised when the class is defined, naming every problem."""

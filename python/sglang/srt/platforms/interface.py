@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from sglang.plugin_core.contract import check_subclass
 from sglang.srt.platforms.device_mixin import DeviceMixin
+from sglang.srt.platforms.errors import PlatformContractError
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -46,6 +48,11 @@ class SRTPlatform(DeviceMixin):
 
     _sglang_interface = True
     capabilities: ClassVar[PlatformCapabilities] = PlatformCapabilities()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # the whole platform, vendor mixins included, is checked here (PlatformContractError, a TypeError)
+        super().__init_subclass__(**kwargs)
+        check_subclass(cls, "SRT platform", PlatformContractError)
 
     # -- capability flags ---------------------------------------------------
     def support_cuda_graph(self) -> bool:

@@ -23,5 +23,9 @@ class DiffusionPlatformClassError(DiffusionPlatformError, TypeError):
     """The class an activation callback named breaks the diffusion platform contract."""
 
 
+class DiffusionPlatformContractError(DiffusionPlatformClassError):
+    """A platform class breaks the diffusion platform interface; raised when the class is defined, naming every problem."""
+
+
 class BackendInitError(DiffusionPlatformError):
     """``init_backend()`` of the selected platform raised; terminal for the process."""

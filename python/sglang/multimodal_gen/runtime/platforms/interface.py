@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from sglang.multimodal_gen.runtime.platforms.errors import DiffusionPlatformContractError
 from sglang.plugin_core.contract import check_subclass
 from sglang.plugin_core.identity import CpuArchEnum, DeviceCapability, cpu_architecture, platform_enum, seed_host_rngs
 
@@ -46,7 +47,7 @@ class Platform:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        check_subclass(cls, "sglang.multimodal_gen.runtime.platforms.Platform")
+        check_subclass(cls, "sglang.multimodal_gen.runtime.platforms.Platform", DiffusionPlatformContractError)
 
     # -- identity ------------------------------------------------------------
 
