@@ -10,13 +10,23 @@ middleware (it sees every request before routing):
   constant time and never echoed;
 - a body over ``--max-request-bytes`` gets 413, whether it declares its
   length or streams it.
+
+A refused request whose body is still arriving is answered first and then
+closed the way servers with a "lingering close" do: the answer goes out with
+``Connection: close``, the rest of the body is read and discarded (at most
+``DRAIN_BYTES`` bytes for at most ``DRAIN_SECONDS``), and only then does the
+connection close. Closing on unread bytes would make the kernel reset the
+connection, and a client that sends its whole body before reading (urllib,
+http.client, requests) would see ``ConnectionResetError`` instead of the error.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -34,6 +44,9 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
           405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error", 422: "invalid_request_error",
           429: "rate_limit_error", 503: "server_error"}
+# the lingering close's bounds: a client cannot hold a connection (or the loop) longer or feed it more than this
+DRAIN_BYTES = 64 << 20
+DRAIN_SECONDS = 10.0
 
 
 def error_body(status: int, message: str, etype: str | None = None, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -68,8 +81,10 @@ class RequestGuard:
     """ASGI middleware: Host check, API key, body size limit (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None, max_body: int, hosts: frozenset[str] | None,
-                 open_paths: Iterable[str] = ("/health",), on_reject: Callable[[str, int], None] | None = None) -> None:
+                 open_paths: Iterable[str] = ("/health",), on_reject: Callable[[str, int], None] | None = None,
+                 drain_bytes: int = DRAIN_BYTES, drain_seconds: float = DRAIN_SECONDS) -> None:
         self.app, self.api_key, self.max_body, self.hosts = app, api_key, max_body, hosts
+        self.drain_bytes, self.drain_seconds = drain_bytes, drain_seconds
         self.open_paths = frozenset(open_paths)
         self.on_reject = on_reject
 
@@ -80,23 +95,26 @@ class RequestGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         path = scope.get("path", "")
         if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
-            await self._reject(send, path, 400, "the Host header is not one this server answers to; add it with --allowed-hosts", code="invalid_host")
+            await self._reject(headers, receive, send, path, 400, "the Host header is not one this server answers to; add it with --allowed-hosts",
+                               code="invalid_host")
             return
         if self.api_key and path not in self.open_paths:
             given = headers.get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
-                await self._reject(send, path, 401, "invalid or missing API key: send 'Authorization: Bearer <key>'", code="invalid_api_key")
+                await self._reject(headers, receive, send, path, 401, "invalid or missing API key: send 'Authorization: Bearer <key>'",
+                                   code="invalid_api_key")
                 return
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
-            await self._reject(send, path, 413, self._too_large(), code="request_too_large")
+            await self._reject(headers, receive, send, path, 413, self._too_large(), code="request_too_large")
             return
-        await self.app(scope, self._counting(receive), send)
+        over = {"limit": False}
+        await self.app(scope, self._counting(receive, over), self._lingering(receive, send, over))
 
     def _too_large(self) -> str:
         return f"the request body is larger than {self.max_body} bytes; raise --max-request-bytes to accept it"
 
-    def _counting(self, receive: Any) -> Any:
+    def _counting(self, receive: Any, over: dict[str, bool]) -> Any:
         seen = 0
 
         async def wrapped() -> dict[str, Any]:
@@ -105,18 +123,72 @@ class RequestGuard:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.max_body:
+                    over["limit"] = msg.get("more_body", False)  # the rest is still on its way: drain it after the 413
                     raise StarletteHTTPException(413, self._too_large())
             return msg
 
         return wrapped
 
-    async def _reject(self, send: Any, path: str, status: int, message: str, code: str) -> None:
+    def _lingering(self, receive: Any, send: Any, over: dict[str, bool]) -> Any:
+        """``send``, except that the answer to a streamed body cut off at the limit closes with a drain."""
+
+        async def wrapped(msg: dict[str, Any]) -> None:
+            if not over["limit"]:
+                await send(msg)
+            elif msg["type"] == "http.response.start":
+                await send({**msg, "headers": [*msg.get("headers", ()), (b"connection", b"close")]})
+            elif msg["type"] == "http.response.body" and not msg.get("more_body", False):
+                await send({**msg, "more_body": True})
+                await _discard(receive, self.drain_bytes, self.drain_seconds)
+                await send({"type": "http.response.body", "body": b""})
+            else:
+                await send(msg)
+
+        return wrapped
+
+    async def _reject(self, headers: dict[str, str], receive: Any, send: Any, path: str, status: int, message: str, code: str) -> None:
         if self.on_reject is not None:
             self.on_reject(path, status)
         body = json.dumps(error_body(status, message, code=code)).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        declared = headers.get("content-length", "")
+        pending = "chunked" in headers.get("transfer-encoding", "").lower() or (declared.isdigit() and int(declared) > 0)
+        out = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if not pending:
+            await send({"type": "http.response.start", "status": status, "headers": out})
+            await send({"type": "http.response.body", "body": body})
+            return
+        # the whole answer first (its length tells the client it is complete), then the drain, then the close
+        await send({"type": "http.response.start", "status": status, "headers": [*out, (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        await self._drain(headers, receive)
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _drain(self, headers: dict[str, str], receive: Any) -> None:
+        """Read and discard the rest of a refused body: at most ``drain_bytes`` for at most ``drain_seconds``
+        (then the connection closes on whatever is left)."""
+        declared = headers.get("content-length", "")
+        if headers.get("expect", "").lower() == "100-continue":
+            return  # the client waits for a go-ahead it never gets: no body comes
+        if declared.isdigit() and int(declared) > self.drain_bytes:
+            return  # more than the bound would ever read: close now
+        await _discard(receive, self.drain_bytes, self.drain_seconds)
+
+
+async def _discard(receive: Any, most: int, seconds: float) -> None:
+    deadline, read = time.monotonic() + seconds, 0
+    while read <= most:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            msg = await asyncio.wait_for(receive(), left)
+        except asyncio.TimeoutError:
+            return
+        if msg["type"] != "http.request":
+            return  # http.disconnect: the client is gone
+        read += len(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return
 
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "constrained-str", "constrained-int"})
@@ -147,11 +219,13 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 
 def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, host: str = "127.0.0.1", hosts: str | None = None,
-                   on_error: Callable[[str, int], None] | None = None) -> None:
+                   on_error: Callable[[str, int], None] | None = None, drain_bytes: int = DRAIN_BYTES,
+                   drain_seconds: float = DRAIN_SECONDS) -> None:
     """The request guard plus handlers giving every error the OpenAI body.
 
     ``on_error(path, status)`` is told of every error response the guard or a
-    handler produces (the metrics of failed requests).
+    handler produces (the metrics of failed requests). ``drain_bytes`` and
+    ``drain_seconds`` bound the lingering close of a refused body.
     """
 
     def note(request: Request, status: int) -> None:
@@ -174,7 +248,7 @@ def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, h
             detail = f"{request.method} is not allowed on {request.url.path}"
         elif exc.status_code == 400 and "parsing the body" in detail:
             detail = "the body is not valid JSON (or not UTF-8)"
-        return error(exc.status_code, detail)
+        return error(exc.status_code, detail, code="request_too_large" if exc.status_code == 413 else None)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
@@ -184,4 +258,5 @@ def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, h
             return error(500, f"the request failed: {describe_fault(exc)}", "server_error", code="plugin_error")
         return error(500, f"internal error while serving {request.url.path}: {type(exc).__name__}; see the server log", "server_error")
 
-    app.add_middleware(RequestGuard, api_key=api_key, max_body=max_body, hosts=allowed_hosts(host, hosts), on_reject=on_error)
+    app.add_middleware(RequestGuard, api_key=api_key, max_body=max_body, hosts=allowed_hosts(host, hosts), on_reject=on_error,
+                       drain_bytes=drain_bytes, drain_seconds=drain_seconds)
