@@ -342,3 +342,14 @@ def test_a_hook_applied_after_the_engine_started_runs_on_the_next_request(tmp_pa
     assert len(rows) == 3 * (2 * layers + 1), len(rows)  # the prefill and both decode steps ran the hook
     assert rows[2 * layers + 1 :] == [1] * 2 * (2 * layers + 1)  # the two decode steps, one token each: the eager step ran them
     assert all(n > 1 for n in rows[: 2 * layers])  # first the prompt's prefill (its final norm sees the last row only)
+
+
+def test_a_request_without_temperature_samples_at_the_default_models_card_values(engine):
+    assert engine.tokenizer_manager.sampling_defaults == {"temperature": 0.2, "top_p": 0.9}
+    prompt, base = "Write one sentence about the sea:", {"max_new_tokens": 24, "ignore_eos": True}
+    runs = {seed: engine.generate(prompt, {**base, "seed": seed})["output_ids"] for seed in (1, 2, 3)}
+    for seed, ids in runs.items():  # the defaults reach the sampler: the same tokens as the explicit values
+        assert ids == engine.generate(prompt, {**base, "seed": seed, "temperature": 0.2, "top_p": 0.9})["output_ids"]
+    # a request's own temperature wins, 1.0 included: with the same seeds it samples other tokens
+    hot = [engine.generate(prompt, {**base, "seed": s, "temperature": 1.0, "top_p": 1.0})["output_ids"] for s in runs]
+    assert hot != list(runs.values())

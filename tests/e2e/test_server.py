@@ -182,3 +182,20 @@ def test_64_requests_at_concurrency_16_equal_their_solo_outputs(client):
     with ThreadPoolExecutor(16) as pool:
         results = list(pool.map(ask, prompts * 4))
     assert results == [solo[p] for p in prompts * 4]
+
+
+def test_the_readmes_curl_answers_with_the_models_sampling_defaults(server):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    body = json.loads(re.search(r"curl http://127\.0\.0\.1:30000/v1/chat/completions .*?-d '(.*?)'", readme, re.S).group(1))
+    assert "temperature" not in body  # the README's request, unchanged
+    code, out = http(server, "/v1/chat/completions", body)
+    answer = json.loads(out)["choices"][0]["message"]["content"]
+    assert code == 200 and answer.strip()
+    line = [x for x in server.text().splitlines() if "prompt tokens, sampling" in x][-1]
+    assert "'temperature': 0.2" in line and "'top_p': 0.9" in line  # what the sampler was given
+    code, info = http(server, "/get_model_info")
+    info = json.loads(info)
+    assert info["preferred_sampling_params"] is None and info["default_sampling_params"] == {"temperature": 0.2, "top_p": 0.9}

@@ -121,7 +121,9 @@ def test_allowed_hosts_defaults():
         ({"text": "h\ud800i"}, "text", "not valid Unicode"),
         ({"text": 5}, "text", "valid string"),
         ({"text": "hi", "stream": "yes"}, "stream", "valid boolean"),
-        ({"text": "hi", "lora_path": "x"}, "lora_path", "unsupported field"),
+        ({"text": "hi", "lora_path": "x"}, "lora_path", "--enable-lora"),
+        ({"text": "hi", "return_hidden_states": True}, "return_hidden_states", "send false or omit the field"),
+        ({"text": "hi", "sampling_params": {"n": 2}}, "sampling_params.n", "is not supported"),
     ],
 )
 def test_generate_rejects_each_bad_field_by_name(body, param, fragment):
@@ -169,6 +171,20 @@ def test_chat_rejects_bad_and_unsupported_fields(body, fragment):
     raw = json.dumps(body, allow_nan=True).encode()
     err = _is_openai_error(c.post("/v1/chat/completions", content=raw, headers={**AUTH, "Content-Type": "application/json"}), 400)
     assert fragment in err["message"], err
+
+
+def test_upstream_fields_sent_with_their_neutral_value_are_accepted_and_dropped():
+    c, _ = _app()
+    body = {"text": "hi", "sampling_params": {"temperature": 0, "n": 1, "min_new_tokens": 0}, "lora_path": None, "return_hidden_states": False,
+            "custom_logit_processor": None, "return_routed_experts": False, "logprob_start_len": -1}
+    r = c.post("/generate", json=body, headers=AUTH)
+    assert r.status_code == 200 and r.json()["params"] == {"temperature": 0}
+    chat = {"messages": [{"role": "user", "content": "hi"}], "lora_path": None, "return_hidden_states": False, "separate_reasoning": True}
+    assert c.post("/v1/chat/completions", json=chat, headers=AUTH).status_code == 200
+    err = _is_openai_error(c.post("/v1/chat/completions", json={**chat, "lora_path": "adapter"}, headers=AUTH), 400)
+    assert err["param"] == "lora_path" and "--enable-lora" in err["message"]
+    err = _is_openai_error(c.post("/v1/chat/completions", json={**chat, "return_hidden_states": "false"}, headers=AUTH), 400)
+    assert err["param"] == "return_hidden_states"  # a string is not the neutral boolean
 
 
 def test_legal_requests_pass_with_their_values():

@@ -100,6 +100,13 @@ class ServerArgs:
                                               "default: the bound host and localhost, or any host when binding all interfaces; * allows any"),
                                     NS("serving"))
     served_model_name: str | None = arg(None, Arg("model name reported by the API (default: the model path)"), NS("serving"))
+    sampling_defaults: str = arg("model", Arg("where a request's missing sampling fields come from: model (the model's generation "
+                                              "config, or its card's values for a model this project knows; see docs/server.md) or "
+                                              "openai (the plain OpenAI defaults: temperature 1, top_p 1)", choices=("model", "openai")),
+                                 NS("serving"))
+    preferred_sampling_params: str | None = arg(None, Arg("a JSON object of sampling parameters used for any field a request does not "
+                                                          "send, over --sampling-defaults (reported by /get_model_info)",
+                                                          metavar="JSON", json_object=True), NS("serving"))
     # -- observability -------------------------------------------------------
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))
     log_requests: bool = arg(False, Arg("log every request and its output"), NS("observability"))

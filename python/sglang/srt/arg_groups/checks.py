@@ -30,6 +30,7 @@ def check_field_values(sa: Any) -> None:
             _need(optional, f"{flag_of(f)} must be set ({_KIND.get(tp, tp.__name__)}), got None")
             continue
         ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool)) or (tp is float and type(value) is int)
+        ok = ok or (field_arg(f).json_object and isinstance(value, dict))
         _need(ok, f"{flag_of(f)} must be {_KIND.get(tp, tp.__name__)}, got {value!r} ({type(value).__name__})")
         choices = field_arg(f).choices
         _need(choices is None or value in choices, f"{flag_of(f)} must be one of {', '.join(map(str, choices or ()))}, got {value!r}")
@@ -64,6 +65,18 @@ def check_server_args(sa: Any) -> None:
     if sa.context_length is not None:
         _need(sa.context_length >= 1, f"--context-length must be >= 1, got {sa.context_length}")
     _need(sa.torch_compile_max_bs >= 1, f"--torch-compile-max-bs must be >= 1, got {sa.torch_compile_max_bs}")
+    _check_sampling_defaults(sa)
     if sa.dist_init_addr:
         host, sep, port = sa.dist_init_addr.rpartition(":")
         _need(bool(sep and host and port.isdigit()), f"--dist-init-addr must be HOST:PORT, got {sa.dist_init_addr!r}")
+
+
+def _check_sampling_defaults(sa: Any) -> None:
+    """``--preferred-sampling-params``: a JSON object of sampling parameters the engine accepts."""
+    from sglang.srt.configs.generation_config import preferred_sampling_params
+    from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
+
+    try:
+        SamplingParams.from_dict(preferred_sampling_params(sa.preferred_sampling_params))
+    except (ValueError, SamplingParamsError) as exc:
+        raise ServerArgsError(f"--preferred-sampling-params: {exc}; pass a JSON object such as '{{\"temperature\": 0.6, \"top_p\": 0.95}}'") from None

@@ -28,6 +28,7 @@ class Arg:
     resolvable: bool = False
     metavar: str | None = None
     secret: bool = False  # never shown: dumps, logs and /get_server_info print "***"
+    json_object: bool = False  # a JSON object: text on the command line; text or a dict from a constructor
 
 
 @dataclass(frozen=True)

@@ -117,11 +117,17 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
     @app.get("/get_model_info")
     @app.get("/model_info")
     async def get_model_info() -> dict[str, Any]:
+        from sglang.srt.configs.generation_config import preferred_sampling_params
+
+        preferred = server_args.preferred_sampling_params
         return {
             "model_path": server_args.model_path,
             "tokenizer_path": server_args.tokenizer_path or server_args.model_path,
             "is_generation": True,
-            "preferred_sampling_params": None,
+            # upstream's field: --preferred-sampling-params as an object, null when unset
+            "preferred_sampling_params": preferred_sampling_params(preferred) if preferred is not None else None,
+            # this project's: what a request's missing fields take (the model's defaults under the preferred ones)
+            "default_sampling_params": dict(tm.sampling_defaults),
             "weight_version": "default",
             "has_image_understanding": False,
             "has_audio_understanding": False,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from sglang.srt.configs.generation_config import request_defaults, with_defaults
 from sglang.srt.managers.data_parallel_controller import DataParallelController
 from sglang.srt.managers.io_struct import (
     AbortReq,
@@ -96,10 +97,8 @@ class ReqState:
 
 class TokenizerManager:
     def __init__(self, server_args: ServerArgs, port_args: Any, info: dict[str, Any]) -> None:
-        from sglang.srt.tokenizer import load_tokenizer
-
         self.server_args = server_args  # a per-instance boundary: several engines may share a process
-        self.tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path)
+        self.tokenizer, self.sampling_defaults = _load_tokenizer_and_defaults(server_args)
         self.context_length = int(info["context_length"])
         self.max_total_tokens = int(info["max_total_tokens"])
         self.ctx = zmq.Context(1)
@@ -149,7 +148,8 @@ class TokenizerManager:
         if self.dead is not None:
             raise EngineDeadError(str(self.dead)) from self.dead
         try:
-            params = SamplingParams.from_dict(sampling_params, self.tokenizer.vocab_size)
+            # the one place every entry passes: a field the request does not send takes the server's default
+            params = SamplingParams.from_dict(with_defaults(sampling_params, self.sampling_defaults), self.tokenizer.vocab_size)
         except SamplingParamsError as exc:
             raise RequestError(str(exc), exc.param) from None
         ids = self.tokenize(prompt, input_ids)
@@ -343,6 +343,25 @@ class TokenizerManager:
             sock.close(0)
         self.recv_sock.close(0)
         self.ctx.term()
+
+
+def _load_tokenizer_and_defaults(server_args: ServerArgs) -> tuple[Any, dict[str, Any]]:
+    """The tokenizer, and the sampling defaults of requests (a GGUF is read once for both)."""
+    from sglang.srt.model_loader.generation import read_model_generation
+    from sglang.srt.model_loader.gguf_loader import read_gguf_tokenizer
+    from sglang.srt.model_loader.paths import resolve_model_path
+    from sglang.srt.tokenizer import load_tokenizer
+
+    path = resolve_model_path(server_args.model_path)
+    needed = server_args.tokenizer_path is None or server_args.sampling_defaults == "model"
+    gguf_info = read_gguf_tokenizer(path) if path.is_file() and needed else None
+    tokenizer = load_tokenizer(server_args.model_path, server_args.tokenizer_path, gguf_info)
+    model = read_model_generation(path, gguf_info) if server_args.sampling_defaults == "model" else None
+    defaults = request_defaults(model, server_args.preferred_sampling_params)
+    if defaults:
+        logger.info("sampling defaults of requests (--sampling-defaults %s, --preferred-sampling-params): %s",
+                    server_args.sampling_defaults, defaults)
+    return tokenizer, defaults
 
 
 def unicode_problem(text: str) -> str | None:

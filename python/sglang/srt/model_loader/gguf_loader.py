@@ -173,4 +173,14 @@ def _tokenizer_info(reader: Any) -> dict[str, Any]:
         "eos_token_id": _field(reader, "tokenizer.ggml.eos_token_id"),
         "add_bos_token": bool(_field(reader, "tokenizer.ggml.add_bos_token", False)),
         "chat_template": _field(reader, "tokenizer.chat_template"),
+        "generation": _generation_info(reader),
     }
+
+
+def _generation_info(reader: Any) -> dict[str, Any]:
+    """The model's identity (``general.organization/general.name``) and its ``general.sampling.*`` values."""
+    from sglang.srt.configs.generation_config import GGUF_SAMPLING_KEYS
+
+    org, name = _field(reader, "general.organization"), _field(reader, "general.name")
+    sampling = {ours: v for key, ours in GGUF_SAMPLING_KEYS.items() if (v := _field(reader, key)) is not None}
+    return {"identity": f"{org}/{name}" if org and name else name, "sampling": sampling}

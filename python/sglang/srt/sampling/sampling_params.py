@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from sglang.srt.sampling.neutral import SAMPLING, fields_of
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Below this a temperature is greedy: dividing logits by it would overflow to inf.
 GREEDY_TEMPERATURE = 1e-6
@@ -137,6 +139,11 @@ class SamplingParams:
         if not isinstance(d, dict):
             raise SamplingParamsError(f"sampling_params must be an object, got {type(d).__name__}")
         d = dict(d)
+        for name, neutral in fields_of(SAMPLING):  # upstream's parameters this engine lacks, sent as "nothing"
+            if name in d:
+                if not neutral.accepts(d[name]):
+                    raise SamplingParamsError(neutral.problem(name, d[name]), name)
+                del d[name]
         known = {f.name for f in fields(cls)}
         unknown = sorted(str(k) for k in set(d) - known)
         if unknown:

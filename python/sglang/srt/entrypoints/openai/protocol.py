@@ -5,7 +5,9 @@ floats finite, strings valid Unicode, lists bounded; the sampling ranges come
 from ``sglang.srt.sampling.sampling_params.LIMITS`` (one table for the HTTP
 layer and the engine). A field this server does not implement is a 400 that
 names it, never silently ignored; the fields listed in ``_NoEffect`` are
-accepted because they do not change the output.
+accepted because they do not change the output, and upstream's fields in
+``sglang.srt.sampling.neutral.NEUTRAL`` are accepted with the value that means
+"nothing" (any other value is a 400 naming the field).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -26,8 +29,10 @@ from pydantic import (
     create_model,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from sglang.srt.managers.tokenizer_manager import unicode_problem
+from sglang.srt.sampling.neutral import CHAT, COMPLETIONS, GENERATE, SAMPLING, Neutral, fields_of
 from sglang.srt.sampling.sampling_params import (
     LIMITS,
     LOGIT_BIAS_RANGE,
@@ -87,6 +92,21 @@ LogitBias = Annotated[dict[Annotated[StrictStr, Field(pattern=r"^[0-9]{1,10}$")]
 
 class _Req(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _only_neutral(name: str, neutral: Neutral) -> BeforeValidator:
+    def check(v: Any) -> Any:
+        if not neutral.accepts(v):
+            raise PydanticCustomError("unsupported_value", "{problem}", {"problem": neutral.problem(name, v)})
+        return v
+
+    return BeforeValidator(check)
+
+
+def neutral_fields(where: str) -> dict[str, Any]:
+    """``create_model`` fields for the rows of ``NEUTRAL`` at ``where``: a neutral value is accepted and left out
+    of every dump (it reaches nothing); any other is a 400 naming the field."""
+    return {name: (Annotated[Any, _only_neutral(name, n)], Field(default=n.values[0], exclude=True)) for name, n in fields_of(where)}
 
 
 class _NoEffect(_Req):
@@ -178,7 +198,7 @@ class _Sampling(_NoEffect):
 TokenIds = Annotated[list[TokenId], Field(min_length=1, max_length=MAX_TOKEN_IDS)]
 
 
-class CompletionRequest(_Sampling):
+class CompletionRequest(create_model("_CompletionFields", __base__=_Sampling, **neutral_fields(COMPLETIONS))):  # type: ignore[misc]
     # one prompt (text or token ids), or a batch of them (choice index = prompt index * n + sample index)
     prompt: (Text | TokenIds | Annotated[list[Text], Field(min_length=1, max_length=MAX_BATCH)]
              | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_BATCH)])
@@ -253,7 +273,7 @@ class ChatMessage(_Req):
         return self
 
 
-class ChatCompletionRequest(_Sampling):
+class ChatCompletionRequest(create_model("_ChatFields", __base__=_Sampling, **neutral_fields(CHAT))):  # type: ignore[misc]
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     logprobs: StrictBool = False
     top_logprobs: Annotated[StrictInt, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
@@ -293,13 +313,13 @@ def _sampling_model() -> type[BaseModel]:
     for name in SamplingParams.__dataclass_fields__:
         ann = special.get(name) or limited(name)
         fields[name] = (ann | None, None)
-    return create_model("GenerateSamplingParams", __base__=_OneConstraint, **fields)
+    return create_model("GenerateSamplingParams", __base__=_OneConstraint, **fields, **neutral_fields(SAMPLING))
 
 
 GenerateSamplingParams = _sampling_model()
 
 
-class GenerateRequest(_Req):
+class GenerateRequest(create_model("_GenerateFields", __base__=_Req, **neutral_fields(GENERATE))):  # type: ignore[misc]
     """The native ``/generate`` API, in upstream SGLang's shape.
 
     ``text`` (or ``input_ids``) may be a list: a batch, answered with a list.
