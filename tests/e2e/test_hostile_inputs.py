@@ -205,6 +205,46 @@ def test_oversized_bodies_get_413_and_health_stays_fast_while_a_large_prompt_is_
     assert sorted(worst)[len(worst) // 2] < 0.1
 
 
+def test_a_12_mb_body_sent_whole_reads_the_413_from_urllib_and_httpx_while_health_stays_fast(server):
+    """Clients that send the whole body before reading (urllib, httpx) read the 413, not a reset (issue 32)."""
+    import urllib.error
+    import urllib.request
+
+    import httpx2  # the HTTP client the openai package ships with here
+
+    body = b'{"messages": [{"role": "user", "content": "' + b"a" * (12 << 20) + b'"}]}'
+    url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+    worst: list[float] = []
+    done = threading.Event()
+
+    def poll_health() -> None:
+        while not done.is_set():
+            t0 = time.monotonic()
+            assert get(server, "/health")[0] == 200
+            worst.append(time.monotonic() - t0)
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    try:
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=60)
+        urllib_status, urllib_text = caught.value.code, caught.value.read().decode()
+        r = httpx2.post(url, content=body, headers=headers, timeout=60)
+    finally:
+        done.set()
+        poller.join()
+    for status, text in ((urllib_status, urllib_text), (r.status_code, r.text)):
+        assert status == 413
+        error = json.loads(text)["error"]
+        assert error["code"] == "request_too_large" and error["type"] == "invalid_request_error", error
+        assert "--max-request-bytes" in error["message"]
+    assert worst and sorted(worst)[len(worst) // 2] < 0.1, f"/health median {sorted(worst)[len(worst) // 2]:.3f}s"
+    assert max(worst) < 0.1 * 5, f"/health took up to {max(worst):.3f}s"  # 100 ms on an idle machine; slack for CI load
+
+
 def test_a_foreign_host_header_is_refused(server):
     status, text = get(server, "/v1/models", headers={"Host": "attacker.example"})
     assert status == 400 and json.loads(text)["error"]["code"] == "invalid_host"
