@@ -85,6 +85,7 @@ ENGINE_SCRIPT = '''
 import json
 import os
 import sys
+import time
 
 import sglang
 from sglang.srt.managers.tokenizer_manager import EngineDeadError
@@ -105,12 +106,23 @@ def main():
     reserved = placement_group([{"CPU": 1}], name="reserved-for-sglang")
     ray.get(reserved.ready())
     os.environ["SGLANG_RAY_PLACEMENT_GROUP"] = "reserved-for-sglang"
+    print("=== normal close: begin", file=sys.stderr, flush=True)
     with sglang.Engine(use_ray=True, model_path=sys.argv[1], dtype="float32", log_level="error", max_total_tokens=2048) as engine:
         out["type"] = type(engine).__name__
         out["node"] = engine.get_server_info()["ranks"][0]["node_id"]
         out["ids"] = [r["output_ids"] for r in engine.generate(input_ids=json.loads(sys.argv[2]), sampling_params=json.loads(sys.argv[3]))]
+    time.sleep(1.0)  # the actors' forwarded output reaches this driver's stderr
+    print("=== normal close: end", file=sys.stderr, flush=True)
     out["connected_after_shutdown"] = ray.is_initialized()
     out["reserved_state"] = placement_group_table(reserved)["state"]
+    # a cluster of 2 CPUs that cannot grow: 4 ranks of 1 CPU each are refused at once, not after the timeout
+    del os.environ["SGLANG_RAY_PLACEMENT_GROUP"]
+    t0 = time.monotonic()
+    try:
+        sglang.Engine(use_ray=True, model_path=sys.argv[1], tp_size=2, dp_size=2, log_level="error", max_total_tokens=2048)
+    except Exception as exc:
+        out["too_small"] = str(exc)
+    out["too_small_s"] = time.monotonic() - t0
     print(json.dumps(out))
 
 
@@ -131,3 +143,8 @@ def test_engine_use_ray_starts_a_local_cluster_reports_a_failed_rank_and_reuses_
     assert out["type"] == "RayEngine" and out["node"]
     assert out["connected_after_shutdown"] and out["reserved_state"] == "CREATED"  # the caller's connection and group are left alone
     assert out["ids"] == tiny_tp1_ids
+    closing = proc.stderr.split("=== normal close: begin")[1].split("=== normal close: end")[0]
+    assert "Traceback" not in closing and "SystemExit" not in closing, closing[-3000:]
+    assert out["too_small_s"] < 5, out
+    assert "cannot place 4 scheduler ranks" in out["too_small"] and "cannot grow" in out["too_small"], out["too_small"]
+    assert "'CPU': 2.0" in out["too_small"] and "--tp-size" in out["too_small"], out["too_small"]  # found, and the fix

@@ -48,6 +48,13 @@ class SchedulerActor:
         return ready
 
     def serve(self) -> None:
+        import signal
+        import threading
+
         from sglang.srt.managers.scheduler_process import serve_scheduler
 
+        if threading.current_thread() is threading.main_thread():
+            # Ray's own SIGTERM handler raises SystemExit inside the event loop, which would be logged as a
+            # scheduler fault; a rank told to stop (the launcher's kill, its group's removal) just ends.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         serve_scheduler(self.scheduler, self.io)

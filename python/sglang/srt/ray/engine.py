@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+STOP_WAIT_S = 5.0  # how long a stop waits for killed actors to be gone before removing their placement group
+
 
 def _brief(exc: BaseException) -> str:
     """The exception's message on one line, at most 600 characters (Ray's are long)."""
@@ -121,6 +123,15 @@ class RayRanks:
                 self.ray.kill(actor, no_restart=True)
             except Exception:  # already gone
                 pass
+        # ray.kill does not wait: removing the group at once makes the raylet SIGTERM a still-live worker
+        # (a SystemExit traceback in its log). Wait for the actors' calls to end first, briefly.
+        pending = [*self.starting, *self.serving]
+        if pending:
+            try:
+                self.ray.wait(pending, num_returns=len(pending), timeout=STOP_WAIT_S)
+            except Exception:  # the cluster is going away anyway
+                pass
+        self.starting, self.serving = {}, {}
         self.actors = []
         if self.placement is not None and self.placement.created:
             try:

@@ -18,7 +18,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 PLACEMENT_GROUP_ENV = "SGLANG_RAY_PLACEMENT_GROUP"
-READY_TIMEOUT_S = float(os.environ.get("SGLANG_RAY_PLACEMENT_TIMEOUT", "60"))
+TIMEOUT_ENV = "SGLANG_RAY_PLACEMENT_TIMEOUT"
+READY_TIMEOUT_S = float(os.environ.get(TIMEOUT_ENV, "60"))
 
 
 class PlacementError(RuntimeError):
@@ -51,6 +52,14 @@ def place(ray: Any, bundle: dict[str, float], ranks: int, nnodes: int) -> Placem
             raise PlacementError(f"{PLACEMENT_GROUP_ENV}={name}: no such placement group in the Ray cluster") from exc
     else:
         strategy = "SPREAD" if nnodes > 1 else "STRICT_PACK"
+        nodes = node_totals(ray)
+        short = shortfall([dict(bundle) for _ in range(ranks)], strategy, nodes)
+        if short and not may_grow(ray):
+            raise PlacementError(
+                f"the Ray cluster cannot place {ranks} scheduler ranks of {bundle} each ({strategy}): {short}. Its nodes: "
+                f"{[{k: v for k, v in n.items() if k in bundle} for n in nodes]}, in all {ray.cluster_resources()}, and it "
+                f"cannot grow (no autoscaler). Lower --tp-size / --dp-size, or point --ray-address at a larger cluster "
+                f"(set {TIMEOUT_ENV} to wait for nodes that join by hand)")
         group, created = placement_group([dict(bundle) for _ in range(ranks)], strategy=strategy, name=f"sglang-{uuid.uuid4().hex[:8]}"), True
     ready, _ = ray.wait([group.ready()], timeout=READY_TIMEOUT_S)
     if not ready:
@@ -86,3 +95,51 @@ def interleave(bundle_nodes: dict[int, str], first_node: str) -> list[int]:
     while any(q for _, q in queues):
         order += [q.pop(0) for _, q in queues if q]
     return order
+
+
+def node_totals(ray: Any) -> list[dict[str, float]]:
+    """Each live node's total resources (not what is free now: other jobs may release theirs)."""
+    return [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
+
+
+def shortfall(bundles: list[dict[str, float]], strategy: str, nodes: list[dict[str, float]]) -> str | None:
+    """Why ``bundles`` can never be placed on ``nodes`` as they are, or ``None`` when they might be.
+
+    ``STRICT_PACK``: one node must hold them all (exact). ``SPREAD``: every bundle must fit some node and
+    their sum the cluster (necessary conditions only: a packing that passes them may still wait)."""
+    need: dict[str, float] = {}
+    for b in bundles:
+        for k, v in b.items():
+            need[k] = need.get(k, 0.0) + v
+    if strategy == "STRICT_PACK":
+        if any(all(n.get(k, 0.0) >= v for k, v in need.items()) for n in nodes):
+            return None
+        return f"one node must hold {need} and none does"
+    for b in bundles:
+        if not any(all(n.get(k, 0.0) >= v for k, v in b.items()) for n in nodes):
+            return f"no node holds a bundle of {b}"
+    for k, v in need.items():
+        have = sum(n.get(k, 0.0) for n in nodes)
+        if have < v:
+            return f"they need {v:g} {k} in all and the cluster has {have:g}"
+    return None
+
+
+def may_grow(ray: Any) -> bool:
+    """Whether nodes may still join: ``SGLANG_RAY_PLACEMENT_TIMEOUT`` set (the operator chose to wait), or an
+    autoscaler that reports a cluster config in which a node group can grow. A local cluster or one started by
+    ``ray start`` reports none; its resources are all there is."""
+    if os.environ.get(TIMEOUT_ENV):
+        return True
+    try:
+        from ray._private.state import state
+
+        config = state.get_cluster_config()
+    except Exception:  # a Ray without this call: keep the old behaviour, wait
+        return True
+    if config is None:
+        return False
+    for group in getattr(config, "node_group_configs", []) or []:
+        if group.max_count == -1 or group.max_count > group.min_count:
+            return True
+    return False
