@@ -166,7 +166,7 @@ def test_failed_selection_is_re_raised_and_never_published(tmp_path):
 
 
 def test_init_backend_runs_once_and_a_failure_is_terminal(tmp_path):
-    body = "    calls = 0\n    def init_backend(self):\n        type(self).calls += 1\n        raise RuntimeError('no firmware')\n"
+    body = "    _calls = 0\n    def init_backend(self):\n        type(self)._calls += 1\n        raise RuntimeError('no firmware')\n"
     dvendor(tmp_path, "a", cls_body="", ret="'dvendor_a.platform.Flaky'")
     (tmp_path / "dvendor_a" / "platform.py").write_text(
         (tmp_path / "dvendor_a" / "platform.py").read_text() + "class Flaky(Plat):\n" + body
@@ -178,7 +178,7 @@ def test_init_backend_runs_once_and_a_failure_is_terminal(tmp_path):
             initialize_current_platform()
         except Exception as e:
             print(type(e).__name__, '|', str(e)[:120], '|', type(e.__cause__).__name__)
-    print('calls', type(current_platform).calls)
+    print('calls', type(current_platform)._calls)
     """
     lines = ok(run_python(code, [tmp_path], env())).splitlines()
     assert lines[0].startswith("BackendInitError | init_backend() of diffusion platform")

@@ -228,6 +228,10 @@ def install_common(app: FastAPI, api_key: str | None, max_body: int = 4 << 20, h
     ``drain_seconds`` bound the lingering close of a refused body.
     """
 
+    from sglang.utils.openapi import install as install_openapi
+
+    install_openapi(app)
+
     def note(request: Request, status: int) -> None:
         if on_error is not None:
             on_error(request.url.path, status)

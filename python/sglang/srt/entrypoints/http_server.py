@@ -27,6 +27,7 @@ from sglang.srt.managers.metrics import CONTENT_TYPE
 from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
 from sglang.utils.graceful_server import graceful_server_class
 from sglang.utils.http_common import error, install_common
+from sglang.utils.openapi import SSE
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -88,40 +89,42 @@ def build_app(engine: Any, server_args: ServerArgs) -> FastAPI:
         count(request.url.path, 503)
         return error(503, str(exc), "server_error", code="shutting_down" if isinstance(exc, ServerShutdown) else "engine_dead")
 
-    @app.get("/health")
+    @app.get("/health", response_class=PlainTextResponse)
     async def health() -> Response:
-        return Response(status_code=200 if tm.dead is None else 503)
+        if tm.dead is not None:
+            return error(503, f"the engine is dead: {tm.dead}", "server_error", code="engine_dead")
+        return PlainTextResponse("")
 
-    @app.get("/health_generate")
+    @app.get("/health_generate", response_class=PlainTextResponse)
     async def health_generate() -> Response:
         st = await engine.aopen_request(input_ids=[tm.tokenizer.bos_token_id or 1], sampling_params={"max_new_tokens": 1})
         async for _ in engine.stream_request(st):
             pass
-        return Response(status_code=200)
+        return PlainTextResponse("")
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
                                             "max_model_len": serving.context}]}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses={200: {"content": SSE}})
     async def completions(req: CompletionRequest, request: Request) -> Any:
         out = await unless_disconnected(request, serving.completion(req))
         return out if isinstance(out, (dict, Response)) else _sse(out)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses={200: {"content": SSE}})
     async def chat(req: ChatCompletionRequest, request: Request) -> Any:
         out = await unless_disconnected(request, serving.chat(req))
         return out if isinstance(out, (dict, Response)) else _sse(out)
 
     install_native_routes(app, engine, server_args, count, unless_disconnected)
 
-    @app.post("/flush_cache")
+    @app.post("/flush_cache", response_class=PlainTextResponse)
     async def flush_cache() -> Response:
         engine.flush_cache()
         return PlainTextResponse("Cache flushed.\n")
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(tm.metrics.render(), media_type=CONTENT_TYPE)
 

@@ -12,12 +12,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 import sglang
 from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, ProfileRequest
 from sglang.srt.entrypoints.openai.serving import error_event
 from sglang.utils.http_common import error
+from sglang.utils.openapi import SSE
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -75,7 +76,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             _with_text(result["meta_info"], decode)
         return {"text": result["text"], "output_ids": result["output_ids"], "meta_info": result["meta_info"]}
 
-    @app.post("/generate")
+    @app.post("/generate", responses={200: {"content": SSE}})
     async def generate(req: GenerateRequest, request: Request) -> Any:
         items = req.items()
         states = []
@@ -133,7 +134,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             "has_audio_understanding": False,
         }
 
-    @app.post("/abort_request")
+    @app.post("/abort_request", response_class=PlainTextResponse)
     async def abort_request(req: AbortRequest) -> Response:
         if req.abort_all:
             for rid in list(tm.states):
@@ -142,9 +143,9 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             tm.abort(req.rid)
         else:
             return error(400, "pass the 'rid' of the request to abort, or abort_all: true", param="rid")
-        return Response(status_code=200)
+        return PlainTextResponse("")
 
-    @app.post("/start_profile")
+    @app.post("/start_profile", response_class=PlainTextResponse)
     async def start_profile(body: ProfileRequest | None = None) -> Any:
         body = body or ProfileRequest()
         root = server_args.profile_dir
@@ -157,7 +158,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         await asyncio.to_thread(engine.start_profile, out_dir, body.num_steps)
         return Response("Start profiling.\n", media_type="text/plain")
 
-    @app.post("/stop_profile")
+    @app.post("/stop_profile", response_class=PlainTextResponse)
     async def stop_profile() -> Any:
         try:
             paths = await asyncio.to_thread(engine.stop_profile)
