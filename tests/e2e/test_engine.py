@@ -82,6 +82,28 @@ def test_async_generate_equals_sync(engine):
     assert one["text"] == sync["text"] == streamed
 
 
+def test_a_caller_cancelled_while_its_request_is_being_submitted_leaves_nothing_running(engine):
+    """The HTTP server cancels the coroutine of a client that disconnected; if that lands while the submit
+    thread is still tokenizing, the request the thread then sends must be aborted, not run on unread."""
+    tm = engine.tokenizer_manager
+    before = tm.metrics.aborted._value.get()
+    params = {"temperature": 0, "max_new_tokens": 2000, "ignore_eos": True}
+
+    async def cancel_mid_submit():
+        task = asyncio.ensure_future(engine.aopen_request("Tell me a long story. " * 200, params))
+        await asyncio.sleep(0)  # the submit thread has started; its tokenization takes longer than this
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_mid_submit())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (tm.states or tm.metrics.aborted._value.get() == before):
+        time.sleep(0.05)
+    assert tm.metrics.aborted._value.get() == before + 1
+    assert not tm.states  # the scheduler finished it as aborted (2000 tokens would take far longer)
+
+
 def test_seeded_sampling_is_reproducible(engine):
     p = {"temperature": 1.0, "top_p": 0.9, "seed": 1234, "max_new_tokens": 16}
     assert engine.generate("Once upon a time", p)["output_ids"] == engine.generate("Once upon a time", p)["output_ids"]

@@ -32,6 +32,33 @@ logger = logging.getLogger(__name__)
 READY_TIMEOUT_S = float(os.environ.get("SGLANG_ENGINE_READY_TIMEOUT", "600"))
 
 
+class _Submission:
+    """One ``submit`` on a worker thread whose caller may be cancelled (its HTTP client disconnected) while
+    the thread is still tokenizing: the request the thread then sends is aborted, whichever side comes
+    second does it, without the event loop (which may be closed by then)."""
+
+    def __init__(self, tm: TokenizerManager, prompt: str | None, sampling_params: dict[str, Any] | None,
+                 input_ids: list[int] | None, rid: str | None) -> None:
+        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid)
+        self.lock = threading.Lock()
+        self.state: ReqState | None = None
+        self.gone = False
+
+    def run(self) -> ReqState:
+        st = self.tm.submit(*self.args)
+        with self.lock:
+            self.state = st
+            if self.gone:
+                self.tm.abort(st.rid)
+        return st
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.gone = True
+            if self.state is not None:
+                self.tm.abort(self.state.rid)
+
+
 class Engine(Closing):
     """``Engine(model_path=..., **server_args)``; ``generate``, ``async_generate``, ``shutdown``.
 
@@ -283,7 +310,12 @@ class Engine(Closing):
         tm = self._tm()
         if rid is not None and rid in tm.states:
             raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
-        return self._attach(await asyncio.to_thread(tm.submit, prompt, sampling_params, input_ids, False, rid))
+        submit = _Submission(tm, prompt, sampling_params, input_ids, rid)
+        try:
+            return self._attach(await asyncio.to_thread(submit.run))
+        except asyncio.CancelledError:
+            submit.abandon()
+            raise
 
     @staticmethod
     def _attach(st: ReqState) -> ReqState:

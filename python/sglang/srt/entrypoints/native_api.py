@@ -158,7 +158,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         await asyncio.to_thread(engine.start_profile, out_dir, body.num_steps)
         return Response("Start profiling.\n", media_type="text/plain")
 
-    @app.post("/stop_profile", response_class=PlainTextResponse)
+    @app.post("/stop_profile")
     async def stop_profile() -> Any:
         try:
             paths = await asyncio.to_thread(engine.stop_profile)
