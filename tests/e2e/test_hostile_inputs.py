@@ -264,8 +264,11 @@ def _disconnect_after(server, body: dict, seconds: float) -> None:
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
     if body.get("stream"):
         conn.getresponse().read1(100)
-    else:
-        time.sleep(seconds)
+    else:  # leave once the server runs it (a client gone before that leaves nothing to abort)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not metric(server, "sglang_num_running_reqs"):
+            time.sleep(0.05)
+        time.sleep(0.3)
     conn.sock.shutdown(socket.SHUT_RDWR)
     conn.close()
 
@@ -280,7 +283,7 @@ def _wait_idle(server, timeout: float = 20) -> None:
 def test_a_client_that_disconnects_is_aborted_and_counted_once(server, stream):
     _wait_idle(server)
     before = metric(server, "sglang_aborted_requests_total")
-    _disconnect_after(server, {"prompt": "Tell me a long story.", "max_tokens": 3000, "ignore_eos": True, "stream": stream}, 1.5)
+    _disconnect_after(server, {"prompt": "Tell me a long story.", "max_tokens": 3000, "ignore_eos": True, "stream": stream}, 20)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and metric(server, "sglang_aborted_requests_total") == before:
         time.sleep(0.2)
