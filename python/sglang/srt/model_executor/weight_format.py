@@ -91,6 +91,35 @@ def _q4_blocks(lin: Any, blocks: dict[str, Any], names: list[str]) -> tuple[torc
     return None if any(t is None for t in out) else tuple(t.contiguous() for t in out)
 
 
+GGUF_MATH_ENV = "SGLANG_CPU_GGUF_MATH"
+GGUF_MATHS = ("float32", "int8")
+# Which arithmetic float32 models run on the GGUF's blocks, per kernel family (``cpu_kernels/isa.py``),
+# at every batch size. Measured, A/B in one process on the families' machines (docs/benchmarks.md):
+GGUF_MATH_BY_FAMILY = {"avx512_vnni": "float32", "avx2": "float32"}
+
+
+@dataclass(frozen=True)
+class GgufMath:
+    """The arithmetic of the float32 GGUF kernels: ``float32`` (``q4_f32``/``q8_f32``, the exact weights) or
+    ``int8`` (``q4_i8``/``q8_i8``, activations int8 per block of 32), and why."""
+
+    math: str
+    reason: str
+
+
+def gguf_math(family: str, forced: str | None) -> GgufMath:
+    """The arithmetic for kernel family ``family``; ``forced`` is ``SGLANG_CPU_GGUF_MATH`` (None/``auto``: the table).
+
+    Raises ``ValueError`` naming the variable for a value it does not know."""
+    forced = (forced or "auto").strip().lower()
+    if forced != "auto":
+        if forced not in GGUF_MATHS:
+            raise ValueError(f"{GGUF_MATH_ENV}={forced!r}: use auto, float32 or int8")
+        return GgufMath(forced, f"forced by {GGUF_MATH_ENV}")
+    math = GGUF_MATH_BY_FAMILY.get(family, "float32")
+    return GgufMath(math, f"measured fastest on the {family} family; {GGUF_MATH_ENV}=float32 keeps the exact weights")
+
+
 class _Pass:
     def __init__(self, method: str | None, quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
         from sglang.srt.layers import onednn_linear
@@ -99,6 +128,15 @@ class _Pass:
         self.max_batch = getattr(quant_config, "max_batch", 8)
         self.onednn = device.type == "cpu" and onednn_linear.available() and onednn_linear.packs(dtype)
         self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
+        self.int8 = False
+        if self.exact_q:
+            import os
+
+            from sglang.srt.layers.cpu_kernels import load_decode_kernels
+
+            choice = gguf_math(load_decode_kernels().FAMILY, os.environ.get(GGUF_MATH_ENV))
+            self.int8 = choice.math == "int8"
+            logger.info("GGUF kernels: %s math (%s)", choice.math, choice.reason)
 
     @staticmethod
     def _cpu_kernels() -> bool:
@@ -123,9 +161,11 @@ class _Pass:
         return None, False
 
     def linear(self, lin: Any, q4: tuple[torch.Tensor, ...] | None) -> tuple[lk.LinearKernel | None, bool]:
-        from sglang.srt.layers.q4_packed import pack, pack_f32
+        from sglang.srt.layers.q4_packed import pack, pack_f32, pack_i8
 
         if q4 is not None and self.exact_q:
+            if self.int8:
+                return lk.Q4I8(*pack_i8(*q4), q4[0].shape[0]), True
             return lk.Q4F32(*pack_f32(*q4)), True
         if q4 is not None and self.method == "gguf_q4" and self.dtype == torch.bfloat16:
             n, k = q4[0].shape
@@ -133,6 +173,13 @@ class _Pass:
             rest, owns = self.dense(lin)
             return lk.BySize([small], rest or lk.Dense(lin.weight)), owns
         return self.dense(lin)
+
+    def q8_head(self, q: torch.Tensor, scale: torch.Tensor) -> lk.LinearKernel:
+        """The float32 kernel of a tied LM head on the embedding's Q8_0 blocks (the int8 one holds a repacked copy;
+        the embedding keeps looking rows up in the blocks)."""
+        from sglang.srt.layers.q4_packed import pack_q8_i8
+
+        return lk.Q8I8(*pack_q8_i8(q, scale), q.shape[0]) if self.int8 else lk.Q8F32(q, scale)
 
     def lm_head(self, head: Any, embed_q8: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[lk.LinearKernel | None, bool]:
         emb = head.embedding
@@ -193,7 +240,7 @@ class WeightFormatPass:
             if isinstance(mod, ParallelLMHead):
                 if mod.tied and self.embed_q8 is not None:
                     mod.embedding.set_q8(*self.embed_q8)
-                    self._set(name, mod, lk.Q8F32(*mod.embedding.q8), True)
+                    self._set(name, mod, self.p.q8_head(*mod.embedding.q8), True)
                 continue
             if (q4 := self._take_q4(name, mod)) is not None:
                 self._set(name, mod, *self.p.linear(mod, q4))
