@@ -110,6 +110,17 @@ def test_the_int8_kernels_check_their_input(family):
         family.q8_linear_i8(torch.randn(2, 64), *packed, 16)
 
 
+def test_mixed_math_puts_only_o_and_gate_up_on_int8(monkeypatch):
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "mixed")
+    model = tiny_llama(torch.float32, 4, 2, False, seed=3, tied=True)
+    fmt = apply_weight_format(model, q4_checkpoint(model, 3), q8_embedding(model, 3), "gguf_q4")
+    want = {"self_attn.qkv_proj": "q4_f32", "self_attn.o_proj": "q4_i8", "mlp.gate_up_proj": "q4_i8", "mlp.down_proj": "q4_f32"}
+    assert {n.split(".", 2)[2]: k for n, k in fmt.layers.items() if n.startswith("layers.0.")} == want
+    assert fmt.layers["lm_head"] == "q8_f32" and fmt.summary() == "6 x q4_f32; 6 x q4_i8; 1 x q8_f32"
+
+
 @pytest.mark.parametrize("math,layer,head", [("int8", "q4_i8", "q8_i8"), ("float32", "q4_f32", "q8_f32")])
 def test_the_weight_format_pass_gives_the_forced_arithmetic_at_every_batch_size(monkeypatch, math, layer, head):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama

@@ -68,9 +68,10 @@ def test_the_gguf_arithmetic_follows_the_measured_table_per_family(family):
     got = gguf_math(family, None)
     assert got.math == GGUF_MATH_BY_FAMILY[family] and family in got.reason and "SGLANG_CPU_GGUF_MATH=float32" in got.reason
     assert gguf_math(family, "float32").math == "float32" and gguf_math(family, " INT8 ").math == "int8"
+    assert gguf_math(family, "mixed").math == "mixed"
     assert gguf_math(family, "auto") == got
 
 
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
-    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32 or int8"):
+    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32, int8 or mixed"):
         gguf_math("avx2", "fp16")
