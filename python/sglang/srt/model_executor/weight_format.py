@@ -10,7 +10,9 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
   float32 models compute every linear layer on the GGUF's Q4 blocks at every batch size
   (``q4_f32``: exact float32 weights, one copy, 0.75 bytes a weight), and a tied LM head on the
   embedding's Q8_0 blocks (``q8_f32``), which the embedding also looks rows up in; no dense copy is
-  kept. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
+  kept. ``gguf_math`` picks the arithmetic of those float32 kernels per kernel family
+  (``GGUF_MATH_BY_FAMILY``; ``SGLANG_CPU_GGUF_MATH`` forces one): ``int8`` runs every layer and the head on
+  ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
   weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
 - no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
   packs the dtype (float32 always); a Q8_0 embedding of a GGUF is looked up in its blocks (exact).
