@@ -1,6 +1,7 @@
 """One decode step, eager beside fused, in-process on the default model.
 
 Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization auto|none|gguf_q4] [--prefix 200] [--batches 1,16,64] [--page-size 1] [--contiguous]
+     .venv/bin/python bench/decode_step.py --maths float32,int8   (the fused step on each GGUF arithmetic, alternating)
 
 Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
 its own, interleaved as requests that decode in step leave them (request i's
@@ -28,7 +29,10 @@ def main() -> None:
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--contiguous", action="store_true", help="each request's pages in one run")
     ap.add_argument("--page-size", type=int, default=1, help="tokens a KV page (1: the default)")
+    ap.add_argument("--maths", default="", help="A,B: fused steps on each SGLANG_CPU_GGUF_MATH, alternating, instead of eager vs fused")
     args = ap.parse_args()
+    if args.maths:
+        return compare_maths(args)
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
@@ -70,6 +74,41 @@ def main() -> None:
     for b in batches:
         e, f = step_ms(b)
         print(f"{b:>5} {e:>8.1f} ms {f:>8.1f} ms {e / f:>8.2f}x")
+
+
+def compare_maths(args: argparse.Namespace) -> None:
+    """The fused step of one runner per GGUF arithmetic, alternating in this process (noise hits them alike)."""
+    os.environ["SGLANG_QUIET_LOAD"] = "1"
+    from inproc_scheduler import gguf_math, scheduler  # bench/ is the script's directory
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
+    from sglang.srt.runtime_context import get_context
+
+    batches = [int(b) for b in args.batches.split(",")]
+    maths = args.maths.split(",")
+    ps, ppr = args.page_size, -(-(args.prefix + 1) // args.page_size)
+    runners = {}
+    for m in maths:
+        with get_context().preserve_config(), gguf_math(f"x@{m}"):
+            runners[m] = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
+                                   max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
+    print(f"one fused decode step, {args.dtype}+{args.quantization}, {args.prefix} cached tokens per request, pages of {ps}, "
+          f"{os.cpu_count()} cores, median of 15, alternating: " + ", ".join(f"{m}: {r.weight_format.summary()}" for m, r in runners.items()))
+    print(f"{'batch':>5} " + " ".join(f"{m:>10}" for m in maths) + f" {maths[0]}/{maths[-1]:<6}")
+    for n, b in enumerate([batches[0], *batches]):  # the first not printed: a process's first steps run slow
+        pages = [[1 + j * b + i for j in range(ppr)] for i in range(b)]
+        fbs = {m: r.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))
+               for m, r in runners.items()}
+        times: dict[str, list[float]] = {m: [] for m in maths}
+        with torch.inference_mode():
+            for i in range(18):
+                for m in maths:
+                    t0 = time.perf_counter()
+                    runners[m].fused_decode.run(fbs[m])
+                    if i >= 3:
+                        times[m].append(time.perf_counter() - t0)
+        med = {m: statistics.median(t) * 1e3 for m, t in times.items()}
+        if n:
+            print(f"{b:>5} " + " ".join(f"{med[m]:>7.1f} ms" for m in maths) + f" {med[maths[0]] / med[maths[-1]]:>8.2f}x")
 
 
 if __name__ == "__main__":

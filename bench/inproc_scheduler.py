@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -17,3 +20,18 @@ def scheduler(**server_args: Any) -> Any:
     sa = ServerArgs(**{"log_level": "warning", **server_args})
     publish(sa, role="scheduler")
     return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
+
+
+@contextlib.contextmanager
+def gguf_math(config: str) -> Iterator[str]:
+    """``CONFIG[@MATH]``: yield CONFIG with ``SGLANG_CPU_GGUF_MATH=MATH`` (``float32`` / ``int8``) set meanwhile, so one
+    run can A/B the GGUF kernels' arithmetic (an engine's processes inherit it when they start)."""
+    config, _, math = config.partition("@")
+    old = os.environ.get("SGLANG_CPU_GGUF_MATH")
+    if math:
+        os.environ["SGLANG_CPU_GGUF_MATH"] = math
+    try:
+        yield config
+    finally:
+        if math:
+            os.environ.pop("SGLANG_CPU_GGUF_MATH", None) if old is None else os.environ.__setitem__("SGLANG_CPU_GGUF_MATH", old)

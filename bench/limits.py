@@ -11,7 +11,10 @@ Measures, in one process:
    cores), and bfloat16's beside it (512^3: an AVX2-only CPU has no native
    bfloat16 path and runs it hundreds of times slower): the
    products' FLOPs per token bound every batched figure;
-3. the default configuration's bytes per decode step and FLOPs per token,
+3. per kernel family this CPU has (``cpu_kernels/isa.py``), the GGUF kernels' own peaks: the float32 and
+   int8 Q4 products at 64 rows on the 3072x576 ``gate_up`` shape, weights in cache (best of 10), as
+   multiply-adds per second (a kernel's ceiling for a batch, not the instruction's);
+4. the default configuration's bytes per decode step and FLOPs per token,
    summed over the kernels the weight-format pass gave its linear layers and LM
    head (attention, norms and sampling excluded, so both ceilings are loose).
 
@@ -52,6 +55,33 @@ def mm_peak(dtype: torch.dtype, n: int, reps: int) -> float:
     return best
 
 
+def family_peaks() -> list[tuple[str, float, float]]:
+    """(family, float32 Q4 kernel GMAC/s, int8 Q4 kernel GMAC/s) at 64 rows of gate_up, for every family this CPU has."""
+    import gguf
+    from gguf.quants import quantize
+
+    from sglang.host import cpu_flags
+    from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
+    from sglang.srt.layers.cpu_kernels.isa import FAMILIES, supported
+    from sglang.srt.layers.q4_packed import pack_f32, pack_i8, q4_blocks
+
+    n, k, m = 3072, 576, 64
+    blocks = q4_blocks(quantize((0.05 * torch.randn(n, k)).numpy(), gguf.GGMLQuantizationType.Q4_1), "Q4_1", k)
+    f32, i8 = pack_f32(*blocks), pack_i8(*blocks)
+    x = torch.randn(m, k)
+    out = []
+    for fam in supported(cpu_flags()):
+        ops = load_decode_kernels(FAMILIES[fam].name)
+        best = {"f32": 0.0, "i8": 0.0}
+        for _ in range(10):  # alternating, so noise hits both alike
+            for name, fn in (("f32", lambda o=ops: o.q4_linear_f32(x, *f32)), ("i8", lambda o=ops: o.q4_linear_i8(x, *i8, n))):
+                t0 = time.perf_counter()
+                fn()
+                best[name] = max(best[name], m * n * k / (time.perf_counter() - t0))
+        out.append((fam, best["f32"] / 1e9, best["i8"] / 1e9))
+    return out
+
+
 def default_model_cost() -> tuple[int, int, str]:
     """(bytes read per decode step, FLOPs per token, kernel summary) of the default configuration."""
     os.environ["SGLANG_QUIET_LOAD"] = "1"
@@ -74,6 +104,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     bw, f32, bf16 = read_bandwidth(), mm_peak(torch.float32, 2048, 6), mm_peak(torch.bfloat16, 512, 2)
+    peaks = family_peaks()
     nbytes, flops, summary = default_model_cost()
     step_floor = nbytes / bw
     compute_cap = f32 / flops
@@ -81,6 +112,9 @@ def main() -> None:
           f"bfloat16 {bf16 / 1e9:.1f} GFLOP/s")
     print(f"default configuration ({summary}): {nbytes / 1e6:.1f} MB of weights read per decode step, "
           f"{flops / 1e6:.0f} MFLOP of products per token")
+    for fam, pf, pi in peaks:
+        print(f"kernel family {fam}: Q4 product at 64 rows, float32 {pf:.0f} GMAC/s, int8 {pi:.0f} GMAC/s ({pi / pf:.2f}x): "
+              f"a batch of the default model at most {pf * 1e9 / (flops / 2):.0f} / {pi * 1e9 / (flops / 2):.0f} tokens/s")
     print(f"single stream ceiling (bandwidth): {step_floor * 1e3:.2f} ms a step, {1 / step_floor:.0f} tokens/s")
     print(f"any batch ceiling (float32 peak):  {compute_cap:.0f} tokens/s")
     rows = []

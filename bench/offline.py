@@ -58,9 +58,10 @@ def parse_config(config: str) -> dict[str, str]:
 def engine_tokens_per_s(config: str, sizes: list[int], new: int) -> tuple[list[float], float]:
     """``config``: see ``parse_config`` (e.g. ``bfloat16+gguf_q4``, ``bfloat16+gguf_q4/eager``)."""
     import sglang
+    from inproc_scheduler import gguf_math  # bench/ is the script's directory
 
     out = []
-    with sglang.Engine(**parse_config(config), log_level="warning") as e:
+    with gguf_math(config) as flags, sglang.Engine(**parse_config(flags), log_level="warning") as e:
         tok = e.tokenizer_manager.tokenizer
         e.generate("warm up", {"max_new_tokens": 4})
         for n in sizes:
@@ -80,7 +81,8 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--dtypes", default="default,float32+none,bfloat16+gguf_q4",
-                    help="engine configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off)")
+                    help="engine configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off), "
+                    "each optionally ending in @float32 or @int8 (SGLANG_CPU_GGUF_MATH)")
     ap.add_argument("--hf-dtypes", default="float32,bfloat16", help="Hugging Face dtypes (ratios pair each engine config with each)")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"

@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/quality.py [--configs default,float32+none,bfloat16+gguf_q4,bfloat16+none] [--tokens 64]
 
+A config may end in ``@float32`` or ``@int8``: the GGUF kernels' arithmetic (``SGLANG_CPU_GGUF_MATH``) for it.
+
 The reference (``--dtype float32 --quantization none``) answers a fixed set of chat prompts greedily;
 every configuration then reads the same token sequences (teacher forcing: a prefill of the prompt,
 then a decode step per answer token fed the reference's token, in batches of 8, so the decode kernels a
@@ -111,9 +113,11 @@ def main() -> None:
         reference = [answer_logprobs(ref, g) for g in groups(seqs)]
         rows.append(("float32 reference", 1.0, 0.0, *speed(ref, prompts, a.tokens)))
         del ref
+    from inproc_scheduler import gguf_math
+
     for config in a.configs.split(","):
-        with get_context().preserve_config():
-            s = build(parse(config))
+        with get_context().preserve_config(), gguf_math(config) as flags:
+            s = build(parse(flags))
             agree = total = 0
             kl = 0.0
             for g, want in zip(groups(seqs), reference):

@@ -8,6 +8,12 @@ transformers baseline (static batches of `concurrency` requests through
 `llama-cpp-python` server on the same GGUF when that package is installed (here, or in the
 interpreter ``$LLAMA_CPP_PYTHON`` names).
 Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored.
+
+Getting the anchor: ``python -m venv V && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" V/bin/pip install "llama-cpp-python[server]"`` (add
+``-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON`` on a CPU with them), then ``LLAMA_CPP_PYTHON=V/bin/python``. A
+``-DGGML_NATIVE=ON`` build was reported (issue 27) to fault in ``libggml-cpu`` on its first request on an
+AMX Xeon; the issue advises the explicit flags above (not built in the session that wrote this).
 """
 
 from __future__ import annotations

@@ -44,7 +44,15 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     assert "rule: fallback: SGLANG_USE_CPU_ENGINE=1" in proc.stdout
     assert "- acme [acme-hooks 0.1.0] loaded" in proc.stdout
     assert "json.dumps: BEFORE:acme_hooks.register.<locals>.<lambda> [acme]" in proc.stdout
+    from sglang.host import cpu_flags
+    from sglang.srt.layers.cpu_kernels.isa import choose
+
+    family = choose(cpu_flags(), None).family.name  # this CPU's best, from its flags (the clean environment unsets SGLANG_CPU_ISA)
+    assert f"CPU kernel family: {family} (the best this CPU has: " in proc.stdout
     data = json.loads(_run(["platform", "--json"], env).stdout)
+    assert data["cpu_kernel_family"]["family"] == family and "SGLANG_CPU_ISA unset" in data["cpu_kernel_family"]["reason"]
+    forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2"})
+    assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout
     assert data["platform"]["rule"] == "fallback: SGLANG_USE_CPU_ENGINE=1"
     assert data["plugins"][0]["status"] == "loaded"
 

@@ -55,6 +55,13 @@ def kernels():
     return load_decode_kernels()
 
 
+@pytest.fixture(autouse=True)
+def exact_gguf_math(monkeypatch):
+    # the float32 GGUF kernels (exact weights): these tests compare with dense float32 to its rounding;
+    # the int8 kernels (the default where measured faster) are tested in test_int8_kernels.py
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "float32")
+
+
 CASES = [
     # dtype, heads, kv_heads, bias, q4, onednn
     (torch.float32, 4, 2, False, False, False),

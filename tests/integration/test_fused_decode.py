@@ -259,3 +259,19 @@ def test_a_long_prefill_and_a_bfloat16_prefill_stay_eager(sched):
     assert plan.takes_extend(short) and not plan.takes_extend(long)
     plan.extend = False  # as create() leaves it for a bfloat16 runner
     assert not plan.takes_extend(short)
+
+
+def test_int8_gguf_math_serves_the_test_prompts_through_the_plan(sched, monkeypatch, caplog):
+    # SGLANG_CPU_GGUF_MATH=int8: every Q4 layer and the tied head on the int8 kernels of this CPU's family,
+    # decoded through the fused plan. Not the default: its answers part from the float32 reference's (this
+    # prompt's greedy answer changes from its first token; bench/quality.py: 96.5% top-1 agreement, bar 98%)
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "int8")
+    with get_context().preserve_config(), caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.model_runner"):
+        s = make_scheduler()
+        runner = s.tp_worker.model_runner
+        assert runner.weight_format.summary() == "120 x q4_i8; 1 x q8_i8" and runner.fused_decode is not None
+        assert runner.model.embed_tokens.weight.is_meta  # rows still looked up in the Q8_0 blocks
+        got = generate(s, PROMPTS, n=12)
+        single = generate(s, PROMPTS[:1], n=12)[0]
+    assert "GGUF kernels: int8 math (forced by SGLANG_CPU_GGUF_MATH)" in caplog.text
+    assert all(len(g) == 12 for g in got) and got[0] == single  # batched equals single: each row of x is quantized on its own

@@ -34,22 +34,37 @@ def _cmd_platform(args: argparse.Namespace) -> int:
         label, decision = "SRT", get_platform_decision()
         load_plugins()
     targets = HookRegistry.applied_targets()
+    kernels = _cpu_kernel_family() if args.runtime != "diffusion" else None
     if args.json:
         out = {
             "runtime": args.runtime,
             "platform": decision.as_dict(),
+            **({"cpu_kernel_family": kernels} if kernels else {}),
             "plugins": [r.as_dict() for r in plugin_records()],
             "applied_targets": {t: [e.__dict__ | {"type": e.type.name} for e in HookRegistry.describe(t)] for t in targets},
         }
         print(json.dumps(out, indent=2))
         return 0
     print(f"{label} " + decision.format())
+    if kernels:
+        print(f"CPU kernel family: {kernels['family'] or 'none'} ({kernels['reason']})")
     print(format_plugin_report())
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
         chain = " -> ".join(f"{e.type.name}:{e.hook} [{e.plugin}]" for e in HookRegistry.describe(t))
         print(f"  {t}: {chain}")
     return 0
+
+
+def _cpu_kernel_family() -> dict[str, Any]:
+    """The kernel family the CPU kernels would be built for here and why (``cpu_kernels/isa.py``; stdlib only)."""
+    from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice
+
+    try:
+        choice = host_choice()
+    except IsaError as e:
+        return {"family": None, "reason": str(e)}
+    return {"family": choice.family.name, "reason": choice.reason}
 
 
 def build_parser() -> argparse.ArgumentParser:

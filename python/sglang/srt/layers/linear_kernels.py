@@ -17,6 +17,8 @@ kind            weight                                                      batc
 ``q4_f32``      GGUF Q4_0/Q4_1 blocks, exact float32 weights (C++ kernel)     any
 ``int4_bf16``   the same blocks for torch's int4 kernel, bfloat16 math        bounded
 ``q8_f32``      GGUF Q8_0 blocks, exact float32 weights (C++ kernel)          any
+``q4_i8``       GGUF Q4 blocks in 8-row groups, int8 x int8 dot products      any
+``q8_i8``       GGUF Q8_0 blocks in 8-row groups, int8 x int8 dot products    any
 ``int8_rows``   per-row int8 for bfloat16 LM heads (torch's int8 kernel)      bounded
 ==============  ==========================================================  ===========
 
@@ -118,6 +120,35 @@ class Q8F32(LinearKernel):
 
     def __call__(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return _add(self._ops.q8_linear_f32(x, self.weight, self.scales), bias)
+
+
+class Q4I8(LinearKernel):
+    """GGUF Q4 blocks repacked in groups of 8 output rows (``q4_packed.pack_i8``), against activations
+    quantized to int8 per block of 32 once per call (llama.cpp's Q4 x Q8_1): the kernel family's int8
+    dot products (``cpu_kernels/isa.py``), about 0.5% relative error in each product."""
+
+    kind = "q4_i8"
+
+    def __init__(self, packed: torch.Tensor, scale_min: torch.Tensor, out_features: int) -> None:
+        super().__init__(packed, scale_min, out_features, scale_min.shape[1] * GROUP)
+        self._ops = _cpu_kernels()
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return _add(self._ops.q4_linear_i8(x, self.weight, self.scales, self.out_features), bias)
+
+
+class Q8I8(LinearKernel):
+    """GGUF Q8_0 blocks repacked in groups of 8 rows (``q4_packed.pack_q8_i8``), int8 activations per block
+    of 32 (llama.cpp's Q8_0 x Q8_0)."""
+
+    kind = "q8_i8"
+
+    def __init__(self, packed: torch.Tensor, scale: torch.Tensor, out_features: int) -> None:
+        super().__init__(packed, scale, out_features, scale.shape[1] * GROUP)
+        self._ops = _cpu_kernels()
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return _add(self._ops.q8_linear_i8(x, self.weight, self.scales, self.out_features), bias)
 
 
 class Int4BF16(LinearKernel):

@@ -9,6 +9,8 @@ A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
   computes each weight as ``fma(scale, q, mn)`` in float32, which is exactly
   the value the gguf package dequantizes, so only the summation order differs
   from the dense float32 product.
+- float32 models with ``SGLANG_CPU_GGUF_MATH=int8``: the blocks repacked in groups of 8 output rows
+  (``pack_i8``, ``pack_q8_i8``) for the int8 kernels ``q4_linear_i8`` / ``q8_linear_i8``.
 
 Which layer uses which is decided in one place: ``weight_format``.
 """
@@ -21,6 +23,8 @@ import numpy as np
 import torch
 
 GROUP = 32
+
+
 @dataclass(frozen=True)
 class PackedQ4Config:
     """``--quantization gguf_q4`` (what ``auto`` picks for a Q4 GGUF): linear weights stay GGUF Q4 blocks.
@@ -91,3 +95,36 @@ def pack_f32(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[to
     blocks = q.view(n, k // GROUP, 2, GROUP // 2)  # per block: weights 0-15, then 16-31
     nib = (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
     return nib, torch.stack([scale, mn], dim=-1).float().contiguous()
+
+
+def _groups_of_8(t: torch.Tensor) -> torch.Tensor:
+    """``t`` [N, ...] padded with zero rows to a multiple of 8 rows."""
+    pad = -t.shape[0] % 8
+    return t if pad == 0 else torch.cat([t, t.new_zeros((pad, *t.shape[1:]))])
+
+
+def pack_i8(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4 blocks (``q4_blocks``) repacked for the int8 kernel ``q4_linear_i8``: output rows in groups of 8
+    (the last padded with zero rows), interleaved 4 weights at a time so lane j of each dot product is
+    row j. Returns (uint8 [N/8, K/32 * 128], scale/min float32 [N/8, K/32, 2, 8]). Byte ``4j + i`` of a
+    block's vector ``g`` holds row j's weight ``8g + i`` (low nibble) and ``8g + 4 + i`` (high)."""
+    n, k = q.shape
+    nb = k // GROUP
+    g8 = _groups_of_8(q.to(torch.uint8)).view(-1, 8, nb, 4, 2, 4)  # [G, j, b, g, half, i]
+    g8 = g8.permute(0, 2, 3, 1, 5, 4)  # [G, b, g, j, i, half]
+    packed = (g8[..., 0] | (g8[..., 1] << 4)).reshape(-1, nb * 128).contiguous()
+    sm = torch.stack([_groups_of_8(scale.float()), _groups_of_8(mn.float())], dim=1)  # [N8, 2, nb]
+    sm = sm.view(-1, 8, 2, nb).permute(0, 3, 2, 1).contiguous()  # [G, nb, 2, 8]
+    return packed, sm
+
+
+def pack_q8_i8(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0 blocks (``q8_blocks``) repacked for ``q8_linear_i8``: rows in groups of 8, 4 bytes of each row
+    in turn (bytes ``4j..4j+3`` of a block's vector ``i`` are row j's weights ``4i..4i+3``). Returns
+    (int8 [N/8, K/32 * 256], scale float32 [N/8, K/32, 8])."""
+    n, k = q.shape
+    nb = k // GROUP
+    g8 = _groups_of_8(q.to(torch.int8)).view(-1, 8, nb, 8, 4).permute(0, 2, 3, 1, 4)  # [G, b, i, j, byte]
+    packed = g8.reshape(-1, nb * 256).contiguous()
+    sc = _groups_of_8(scale.float()).view(-1, 8, nb).permute(0, 2, 1).contiguous()
+    return packed, sc

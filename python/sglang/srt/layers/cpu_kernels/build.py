@@ -1,11 +1,12 @@
 """Compile the CPU kernels on first use, once per machine, into a cache.
 
 The C++ sources in ``csrc/`` are built with the system compiler (``$CXX`` or
-``c++``) against the installed torch, into
+``c++``) against the installed torch, one library per kernel family (``isa.py``:
+the family's own flags, never ``-march=native``), into
 ``$SGLANG_KERNEL_CACHE`` (default ``~/.cache/sglang/kernels``). The file name
-carries a hash of the source, the torch and Python versions, the flags and the
-CPU, so a changed input builds anew and a cached build is never loaded on a
-machine it was not made for. A file lock keeps concurrent processes (TP ranks,
+carries a hash of the sources, the torch and Python versions, the family, its
+flags and the CPU's feature set, so a changed input builds anew and a cache
+copied to another CPU rebuilds instead of faulting. A file lock keeps concurrent processes (TP ranks,
 parallel tests) from compiling the same thing twice; the result is written to
 a temporary name and renamed, so a reader never sees half a library.
 
@@ -29,6 +30,8 @@ import sysconfig
 import time
 from pathlib import Path
 from types import ModuleType
+
+from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, host_choice
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ def _compiler() -> str:
     return path
 
 
-def _command(cxx: str, source: Path, name: str, out: Path) -> list[str]:
+def _command(cxx: str, source: Path, name: str, out: Path, family: Family) -> list[str]:
     import torch
     from torch.utils import cpp_extension
 
@@ -72,29 +75,48 @@ def _command(cxx: str, source: Path, name: str, out: Path) -> list[str]:
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return [
         cxx, str(source), "-o", str(out),
-        "-shared", "-fPIC", "-std=c++17", "-O3", "-march=native", "-fopenmp",
+        "-shared", "-fPIC", "-std=c++17", "-O3", "-mtune=generic", *family.cflags, f"-DSGLANG_ISA_{family.name.upper()}", "-fopenmp",
+        f"-I{CSRC}",
         f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         *(f"-isystem{p}" for p in includes),
         f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
     ]
 
 
-def _build_key(cxx: str, source: Path) -> str:
+def _build_key(cxx: str, source: Path, family: Family) -> str:
     import torch
 
     h = hashlib.sha256()
-    for part in (source.read_bytes(), torch.__version__.encode(), sys.version.encode(), cxx.encode(), _cpu_signature().encode()):
+    headers = b"".join(p.read_bytes() for p in sorted(CSRC.glob("*.h")))
+    for part in (source.read_bytes(), headers, torch.__version__.encode(), sys.version.encode(), cxx.encode(),
+                 family.name.encode(), " ".join(family.cflags).encode(), _cpu_signature().encode()):
         h.update(part)
         h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def build(source: Path = DECODE_SOURCE, stem: str = "sglang_cpu_decode") -> Path:
-    """Return the path of the built library for ``source``, compiling it if the cache lacks it."""
+def family_choice() -> Choice:
+    """The kernel family this process uses (``isa.host_choice``), as a ``KernelBuildError`` when refused."""
+    try:
+        return host_choice()
+    except IsaError as e:
+        raise KernelBuildError(str(e)) from e
+
+
+def build(source: Path = DECODE_SOURCE, stem: str = "sglang_cpu_decode", family: Family | None = None) -> Path:
+    """Return the path of the built library for ``source`` and ``family`` (default: this CPU's), compiling it if the
+    cache lacks it. A family the CPU lacks is refused (``KernelBuildError``): its library would fault."""
     if not source.is_file():
         raise KernelBuildError(f"kernel source {source} is missing: reinstall sglang")
+    if family is None:
+        family = family_choice().family
+    else:
+        from sglang.host import cpu_flags
+
+        if missing := sorted(family.features - cpu_flags()):
+            raise KernelBuildError(f"kernel family {family.name}: this CPU lacks {', '.join(missing)}")
     cxx = _compiler()
-    name = f"{stem}_{_build_key(cxx, source)}"
+    name = f"{stem}_{family.name}_{_build_key(cxx, source, family)}"
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -108,8 +130,8 @@ def build(source: Path = DECODE_SOURCE, stem: str = "sglang_cpu_decode") -> Path
         if out.is_file():
             return out
         tmp = root / f"{name}.so.tmp{os.getpid()}"
-        cmd = _command(cxx, source, name, tmp)
-        logger.info("building the CPU decode kernels (once per machine, ~30 s) into %s", root)
+        cmd = _command(cxx, source, name, tmp, family)
+        logger.info("building the CPU decode kernels for %s (once per machine, ~30 s) into %s", family.name, root)
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -124,16 +146,40 @@ def build(source: Path = DECODE_SOURCE, stem: str = "sglang_cpu_decode") -> Path
     return out
 
 
-@functools.cache
-def load_decode_kernels() -> ModuleType:
-    """The fused decode module (``DecodePlan``), built on first use; once per process.
+def load_decode_kernels(family: str | None = None) -> ModuleType:
+    """The fused decode module (``DecodePlan``) of ``family`` (default: this process's, ``isa.host_choice``),
+    built on first use; once per process and family. Its ``FAMILY`` attribute names the family.
 
     Raises ``KernelBuildError`` (every later call raises it again without
     rebuilding). Who may call: the model runner, tests, the prebuild command.
     """
+    if family is None:
+        choice = family_choice()
+        family = choice.family.name
+        if family not in _logged:
+            _logged.add(family)
+            logger.info("CPU kernel family: %s", choice.format())
+    return _load(family)
+
+
+_logged: set[str] = set()
+
+
+def _cache_clear() -> None:
+    _load.cache_clear()
+
+
+load_decode_kernels.cache_clear = _cache_clear  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _load(family: str) -> ModuleType:
     import torch  # noqa: F401  (libc10 and libtorch before the extension)
 
-    path = build()
+    fam = FAMILIES.get(family)
+    if fam is None:
+        raise KernelBuildError(f"unknown kernel family {family!r}: one of {', '.join(FAMILIES)}")
+    path = build(family=fam)
     name = path.stem
     try:
         loader = importlib.machinery.ExtensionFileLoader(name, str(path))
@@ -143,4 +189,5 @@ def load_decode_kernels() -> ModuleType:
         loader.exec_module(module)
     except ImportError as e:
         raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
+    module.FAMILY = family
     return module

@@ -2,9 +2,10 @@
 // forward in a single call, so the per-op Python dispatch of the eager loop
 // (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
 // library calls (oneDNN's packed linear, dense GEMM, torch's int4 kernel) but
-// for float32 Q4/Q8_0 weights (q4_linear_f32, q8_linear_f32); norms, rotary, the KV write and
-// paged attention (K/V read in place from the pool) are loops here.
-// Built and loaded by sglang/srt/layers/cpu_kernels/build.py.
+// for Q4/Q8_0 weights (packed_f32.h: float32 math; int8_linear.h: int8 dot
+// products); norms, rotary, the KV write and paged attention (K/V read in place
+// from the pool) are loops here. Built once per kernel family (isa_family.h)
+// and loaded by sglang/srt/layers/cpu_kernels/build.py.
 //
 // Rounding follows the eager torch code op by op (each bfloat16 op rounds its
 // float result once), so bfloat16 output matches the eager path up to the
@@ -19,46 +20,13 @@
 #include <limits>
 #include <string>
 #include <vector>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
+
+#include "isa_family.h"
+#include "vec.h"
+#include "packed_f32.h"
+#include "int8_linear.h"
 
 namespace {
-
-template <typename T>
-inline T round_to(float x) { return static_cast<T>(x); }
-
-// element i as float; bfloat16 read as raw bits so that loops over it vectorize
-inline float load_f(const float* __restrict p, int64_t i) { return p[i]; }
-inline float load_f(const c10::BFloat16* __restrict p, int64_t i) {
-  const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// 8 floats: one AVX2 register. GCC lowers wider vector types on an AVX2-only
-// CPU through the stack (see vi8 below), so every loop here works 8 at a time.
-typedef float vf8 __attribute__((vector_size(32)));
-
-// x rounded to the nearest T and back, written so that loops over it
-// vectorize (round to nearest even, as c10::BFloat16's constructor; NaN kept)
-template <typename T>
-inline float round_as(float x) { return x; }
-template <>
-inline float round_as<c10::BFloat16>(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  float y;
-  std::memcpy(&y, &r, 4);
-  return x != x ? x : y;
-}
-
-inline void prefetch(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
-}
 
 // out[r] = dtype(h[r] * rsqrt(mean(h[r]^2) + eps) * w), h float32; rows in parallel
 template <typename T>
@@ -126,206 +94,14 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
   return stack[0].toTensor();
 }
 
-// The packed float32 products below work on 8 floats at a time: one AVX2
-// register. GCC 12 lowers 64-byte vector code on an AVX2-only CPU through the
-// stack (splats as 16 scalar stores, accumulators moved via general
-// registers): measured 5-7x slower than this width for the whole product.
-typedef int32_t vi8 __attribute__((vector_size(32)));
-typedef uint8_t vu8x8 __attribute__((vector_size(8)));
-typedef int8_t vi8x8 __attribute__((vector_size(8)));
-
-// 8 bytes at p -> 8 int32 (zero- or sign-extended: vpmovzxbd / vpmovsxbd)
-inline vi8 widen_u8(const uint8_t* p) {
-#if defined(__AVX2__)
-  return (vi8)_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-#else
-  vu8x8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, vi8);
-#endif
-}
-inline vi8 widen_i8(const int8_t* p) {
-#if defined(__AVX2__)
-  return (vi8)_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-#else
-  vi8x8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return __builtin_convertvector(v, vi8);
-#endif
-}
-inline vf8 to_f(vi8 v) { return __builtin_convertvector(v, vf8); }
-inline vf8 load8(const float* p) {
-  vf8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline vf8 load8(const c10::BFloat16* p) {
-  typedef uint16_t vu16x8 __attribute__((vector_size(16)));
-  typedef uint32_t vu32x8 __attribute__((vector_size(32)));
-  vu16x8 raw;
-  std::memcpy(&raw, p, sizeof(raw));
-  const vu32x8 bits = __builtin_convertvector(raw, vu32x8) << 16;
-  vf8 v;
-  std::memcpy(&v, &bits, sizeof(v));
-  return v;
-}
-// 8 vectors -> one vector whose lane i is the sum of a[i]'s lanes (3 levels of shuffles and adds)
-inline vf8 lane_sums8(const vf8* a) {
-  vf8 x[4], y[2];
-  for (int i = 0; i < 4; ++i)
-    x[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
-           __builtin_shufflevector(a[2 * i], a[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
-  for (int i = 0; i < 2; ++i)
-    y[i] = __builtin_shufflevector(x[2 * i], x[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
-           __builtin_shufflevector(x[2 * i], x[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
-  return __builtin_shufflevector(y[0], y[1], 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(y[0], y[1], 4, 5, 6, 7, 12, 13, 14, 15);
-}
-inline float hsum8(vf8 v) {
-  float s = 0.f;
-  for (int i = 0; i < 8; ++i) s += v[i];
-  return s;
-}
-
-// Row decoders for the packed float32 products below: the 32 weights of block
-// b of weight row n as four vectors of 8, as the float32 values the gguf
-// package dequantizes (exactly: see each one).
-
-// GGUF Q4_0/Q4_1: nib [N, K/2] (byte i of a block: weight i in the low nibble,
-// weight i + 16 in the high one, as GGUF stores them), sm [N, K/32, 2]
-// (scale, min). fma(scale, q, min) with q < 16 and a float16 scale has an
-// exact product: Q4_1's scale * q + min, Q4_0's scale * (q - 8) (min = -8 * scale).
-struct Q4Rows {
-  const uint8_t* nib;
-  const float* sm;
-  int64_t K;
-  void operator()(int64_t n, int64_t b, vf8* w) const {
-    const uint8_t* p = nib + n * (K / 2) + b * 16;
-    const float* s = sm + (n * (K / 32) + b) * 2;
-    const vi8 b0 = widen_u8(p), b1 = widen_u8(p + 8);  // byte i: weight i (low nibble), weight i + 16 (high)
-    w[0] = s[0] * to_f(b0 & 15) + s[1];
-    w[1] = s[0] * to_f(b1 & 15) + s[1];
-    w[2] = s[0] * to_f(b0 >> 4) + s[1];
-    w[3] = s[0] * to_f(b1 >> 4) + s[1];
-  }
-};
-
-// GGUF Q8_0: q int8 [N, K], scale [N, K/32]; scale * q is exact in float32.
-struct Q8Rows {
-  const int8_t* q;
-  const float* scale;
-  int64_t K;
-  void operator()(int64_t n, int64_t b, vf8* w) const {
-    const int8_t* p = q + n * K + b * 32;
-    const float s = scale[n * (K / 32) + b];
-    for (int i = 0; i < 4; ++i) w[i] = to_f(widen_i8(p + 8 * i)) * s;
-  }
-};
-
-// Output columns [n0, n0 + rows) of y[M, N] = x[M, K] @ W.T, rows <= 16, for a
-// compile-time M so the M accumulators stay in registers; the 16 columns' sums
-// come out of two transposing reductions.
-template <int64_t M, typename Rows>
-void packed_block(const Rows& w, const float* xp, float* yp, int64_t K, int64_t N, int64_t n0, int64_t rows) {
-  // C accumulators per row of x: M * C independent FMA chains hide the FMA
-  // latency (one chain per row made a batch of 1 latency-bound: 4x slower)
-  constexpr int64_t C = M <= 2 ? 4 : (M <= 5 ? 2 : 1);
-  vf8 part[M * 16];
-  for (int64_t r = 0; r < rows; ++r) {
-    vf8 acc[M][C] = {};
-    for (int64_t b = 0; b < K / 32; ++b) {
-      vf8 wv[4];
-      w(n0 + r, b, wv);
-      for (int64_t m = 0; m < M; ++m) {
-        const float* xb = xp + m * K + b * 32;
-        for (int64_t i = 0; i < 4; ++i) acc[m][i % C] += wv[i] * load8(xb + 8 * i);
-      }
-    }
-    for (int64_t m = 0; m < M; ++m) {
-      vf8 t = acc[m][0];
-      for (int64_t c = 1; c < C; ++c) t += acc[m][c];
-      part[m * 16 + r] = t;
-    }
-  }
-  for (int64_t m = 0; m < M; ++m) {
-    if (rows == 16) {
-      const vf8 s0 = lane_sums8(&part[m * 16]), s1 = lane_sums8(&part[m * 16 + 8]);
-      std::memcpy(yp + m * N + n0, &s0, sizeof(s0));
-      std::memcpy(yp + m * N + n0 + 8, &s1, sizeof(s1));
-    } else {
-      for (int64_t r = 0; r < rows; ++r) yp[m * N + n0 + r] = hsum8(part[m * 16 + r]);
-    }
-  }
-}
-
-// packed_block for a runtime M in [1, 8]
-template <typename Rows>
-void packed_rows(const Rows& w, const float* xp, float* yp, int64_t M, int64_t K, int64_t N, int64_t n0, int64_t rows) {
-  switch (M) {
-    case 1: packed_block<1>(w, xp, yp, K, N, n0, rows); break;
-    case 2: packed_block<2>(w, xp, yp, K, N, n0, rows); break;
-    case 3: packed_block<3>(w, xp, yp, K, N, n0, rows); break;
-    case 4: packed_block<4>(w, xp, yp, K, N, n0, rows); break;
-    case 5: packed_block<5>(w, xp, yp, K, N, n0, rows); break;
-    case 6: packed_block<6>(w, xp, yp, K, N, n0, rows); break;
-    case 7: packed_block<7>(w, xp, yp, K, N, n0, rows); break;
-    default: packed_block<8>(w, xp, yp, K, N, n0, rows); break;
-  }
-}
-
-// y = x @ W.T for float32 x [M, K] and a packed weight of N rows: the dense
-// float32 product over the very same weights, in another summation order.
-// Output columns in parallel, 16 at a time; the rows of x in balanced chunks
-// of at most 8 (6 for rows longer than 768, so that a chunk stays in L1), each
-// chunk decoding the 16 weight rows afresh from their packed blocks. Decoding
-// a block once to a float32 scratch for every chunk measured 1.2-2.7x slower
-// at 9-64 rows (the scratch spills L1; the packed rows do not), and an uneven
-// last chunk (8 + 1 for 9 rows) cost up to 2x.
-template <typename Rows>
-at::Tensor packed_linear_f32(const at::Tensor& x_in, const Rows& w, int64_t N) {
-  const at::Tensor x = x_in.contiguous();
-  const int64_t M = x.size(0), K = x.size(1);
-  TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2 && K == w.K, "the packed float32 kernels take float32 x [M, ", w.K, "]");
-  TORCH_CHECK(M >= 1, "the packed float32 kernels take at least one row");
-  at::Tensor y = at::empty({M, N}, x.options());
-  const float* xp = x.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  const int64_t most = K <= 768 ? 8 : 6, chunks = (M + most - 1) / most;
-  at::parallel_for(0, (N + 15) / 16, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t blk = begin; blk < end; ++blk) {
-      const int64_t n0 = blk * 16, rows = std::min<int64_t>(16, N - n0);
-      for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
-        const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
-        packed_rows(w, xp + m0 * K, yp + m0 * N, m1 - m0, K, N, n0, rows);
-        m0 = m1;
-      }
-    }
-  });
-  return y;
-}
-
-at::Tensor q4_linear_f32(const at::Tensor& x, const at::Tensor& nib, const at::Tensor& sm) {
-  const int64_t N = nib.size(0), K = nib.size(1) * 2;
-  TORCH_CHECK(nib.scalar_type() == at::kByte && sm.scalar_type() == at::kFloat && nib.is_contiguous() && sm.is_contiguous(),
-              "a float32 Q4 weight is contiguous uint8 nibbles and float32 scale/min");
-  TORCH_CHECK(K % 32 == 0 && sm.dim() == 3 && sm.size(0) == N && sm.size(1) == K / 32 && sm.size(2) == 2,
-              "Q4 scale/min must be [", N, ", ", K / 32, ", 2]");
-  return packed_linear_f32(x, Q4Rows{nib.data_ptr<uint8_t>(), sm.data_ptr<float>(), K}, N);
-}
-
-at::Tensor q8_linear_f32(const at::Tensor& x, const at::Tensor& q, const at::Tensor& scale) {
-  const int64_t N = q.size(0), K = q.size(1);
-  TORCH_CHECK(q.scalar_type() == at::kChar && scale.scalar_type() == at::kFloat && q.is_contiguous() && scale.is_contiguous(),
-              "a float32 Q8_0 weight is contiguous int8 values and float32 scales");
-  TORCH_CHECK(K % 32 == 0 && scale.dim() == 2 && scale.size(0) == N && scale.size(1) == K / 32, "Q8_0 scales must be [", N, ", ", K / 32, "]");
-  return packed_linear_f32(x, Q8Rows{q.data_ptr<int8_t>(), scale.data_ptr<float>(), K}, N);
-}
 
 // One kernel of a linear layer, as sglang.srt.layers.linear_kernels describes
 // it (LinearKernel.spec): named fields, the same kernel the eager layer calls.
 struct KernelSpec {
-  std::string kind;    // "dense", "onednn", "q4_f32", "int4_bf16", "q8_f32", "int8_rows"
-  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K]
-  at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N]
+  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "int4_bf16", "q8_f32", "q8_i8", "int8_rows"
+  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4_i8/q8_i8: 8-row groups
+  at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N];
+                       // q4_i8: [N/8, K/32, 2, 8]; q8_i8: [N/8, K/32, 8]
   int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
   int64_t out_features = 0, in_features = 0;
 
@@ -335,6 +111,8 @@ struct KernelSpec {
     if (kind == "dense") return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
     if (kind == "q4_f32") y = q4_linear_f32(x, weight, scales);
     else if (kind == "q8_f32") y = q8_linear_f32(x, weight, scales);
+    else if (kind == "q4_i8") y = q4_linear_i8(x, weight, scales, out_features);
+    else if (kind == "q8_i8") y = q8_linear_i8(x, weight, scales, out_features);
     else if (kind == "int4_bf16") y = at::_weight_int4pack_mm_for_cpu(x, weight, 32, scales);
     else if (kind == "int8_rows") y = at::_weight_int8pack_mm(x, weight, scales);
     else TORCH_CHECK(false, "unknown linear kernel kind '", kind, "'");
@@ -628,6 +406,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("run", &DecodePlan::run, py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T",
         py::call_guard<py::gil_scoped_release>());
+  m.attr("ISA_FAMILY") = isa::kFamily;
+  m.attr("INT8_MAX_ROWS") = isa::kMaxRows;
+  m.def("q4_linear_i8", &q4_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q4 weight repacked in 8-row groups, N outputs",
+        py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
+  m.def("q8_linear_i8", &q8_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q8_0 weight repacked in 8-row groups",
+        py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
   m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T",
         py::call_guard<py::gil_scoped_release>());
 }

@@ -1,0 +1,186 @@
+"""The int8 GGUF kernels (q4_linear_i8, q8_linear_i8) of every kernel family this CPU has (needs g++).
+
+Each family's library is built and checked against an exact model of its arithmetic (activations int8 per
+block of 32, integer dot products, float32 scales) and against the float32 product; a family the CPU lacks
+is skipped with the flags it misses.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from gguf.quants import dequantize, quantize
+
+from sglang.host import cpu_flags
+from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
+from sglang.srt.layers.cpu_kernels.isa import FAMILIES
+from sglang.srt.layers.q4_packed import pack_i8, pack_q8_i8, q4_blocks, q8_blocks
+
+pytestmark = [pytest.mark.compiler]
+
+# the model's shapes (qkv, o, gate_up, down; a slice of the LM head) and odd ones: N not a multiple of 8 or
+# 16, K of one block
+SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536), (1000, 576), (67, 64), (9, 32), (13, 96)]
+ROWS = [1, 2, 3, 4, 5, 8, 9, 17, 64]
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request):
+    missing = sorted(FAMILIES[request.param].features - cpu_flags())
+    if missing:
+        pytest.skip(f"kernel family {request.param}: this CPU lacks {', '.join(missing)}")
+    return load_decode_kernels(request.param)
+
+
+def _quantize_x(x: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """llama.cpp's Q8_1 of each row: int8 per block of 32 (nearest even), d = absmax / 127, s = d * sum."""
+    xb = x.numpy().reshape(x.shape[0], -1, 32)
+    amax = np.abs(xb).max(-1)
+    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    q = np.rint(xb * inv[..., None]).astype(np.int64)  # the kernel's x * (127 / amax), rounded half to even
+    d = (amax / np.float32(127)).astype(np.float64)
+    return q, d, d * q.sum(-1)
+
+
+def _expected(kind: str, raw: np.ndarray, x: torch.Tensor, n: int, k: int) -> np.ndarray:
+    """The kernels' arithmetic in float64: per block, weight scale x activation scale x the integer dot product,
+    plus the Q4 min x the activation block sum."""
+    q, d, s = _quantize_x(x)
+    if kind == "Q8_0":
+        wq, ws = q8_blocks(raw, k)
+        wi = wq.numpy().astype(np.int64).reshape(n, -1, 32)
+        isum = np.einsum("mbi,nbi->mnb", q, wi)
+        return (isum * d[:, None, :] * ws.numpy().astype(np.float64)[None]).sum(-1)
+    wq, ws, wm = q4_blocks(raw, kind, k)
+    wi = wq.numpy().astype(np.int64).reshape(n, -1, 32)
+    isum = np.einsum("mbi,nbi->mnb", q, wi)
+    return (isum * d[:, None, :] * ws.numpy()[None] + wm.numpy()[None] * s[:, None, :]).sum(-1)
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q8_0"])
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_the_int8_kernels_compute_q8_activations_against_the_gguf_blocks(family, kind, n, k):
+    t = getattr(gguf.GGMLQuantizationType, kind)
+    rng = np.random.default_rng(n * k)
+    raw = quantize((0.1 * rng.standard_normal((n, k))).astype(np.float32), t)
+    dense = torch.from_numpy(dequantize(raw, t).copy()).double()
+    packed = pack_q8_i8(*q8_blocks(raw, k)) if kind == "Q8_0" else pack_i8(*q4_blocks(raw, kind, k))
+    op = family.q8_linear_i8 if kind == "Q8_0" else family.q4_linear_i8
+    for rows in ROWS:
+        x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+        x[0, k - 32 :] = 0  # an all-zero block (scale 0)
+        x[-1, :32] *= 100  # an outlier block beside ordinary ones
+        y = op(x, *packed, n)
+        assert y.shape == (rows, n) and y.dtype == torch.float32
+        want = _expected(kind, raw, x, n, k)
+        # the integer sums are exact; only float32 rounding of the per-block scaling remains
+        assert np.abs(y.double().numpy() - want).max() <= 1e-5 * np.abs(want).max() + 1e-6, (rows, n, k)
+        ref = x[1:].double() @ dense.t()
+        y = y[1:]
+        if rows == 1:
+            continue
+        assert ((y.double() - ref).norm() / ref.norm()).item() < 0.02  # int8 activations: about 0.5% per product
+
+
+def test_every_family_the_cpu_has_gives_the_same_bits():
+    # integer dot products are exact and the float32 epilogue is the same code: the families agree bit for bit
+    have = [f for f in sorted(FAMILIES) if FAMILIES[f].features <= cpu_flags()]
+    if len(have) < 2:
+        pytest.skip(f"this CPU runs only {have}: nothing to compare")
+    n, k = 200, 576
+    raw = quantize((0.1 * np.random.default_rng(0).standard_normal((n, k))).astype(np.float32), gguf.GGMLQuantizationType.Q4_1)
+    packed = pack_i8(*q4_blocks(raw, "Q4_1", k))
+    x = torch.randn(13, k)
+    outs = [load_decode_kernels(f).q4_linear_i8(x, *packed, n) for f in have]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+def test_the_int8_kernels_check_their_input(family):
+    raw = quantize(np.ones((16, 64), np.float32), gguf.GGMLQuantizationType.Q4_0)
+    packed = pack_i8(*q4_blocks(raw, "Q4_0", 64))
+    with pytest.raises(RuntimeError, match="the int8 kernels take at least one row"):
+        family.q4_linear_i8(torch.randn(0, 64), *packed, 16)
+    with pytest.raises(RuntimeError, match=r"against a repacked weight \[2, 384\] for K = 96, got \[2, 256\]"):
+        family.q4_linear_i8(torch.randn(2, 96), *packed, 16)
+    with pytest.raises(RuntimeError, match="a repacked Q8_0 weight is int8"):
+        family.q8_linear_i8(torch.randn(2, 64), *packed, 16)
+
+
+def test_mixed_math_puts_only_o_and_gate_up_on_int8(monkeypatch):
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "mixed")
+    model = tiny_llama(torch.float32, 4, 2, False, seed=3, tied=True)
+    fmt = apply_weight_format(model, q4_checkpoint(model, 3), q8_embedding(model, 3), "gguf_q4")
+    want = {"self_attn.qkv_proj": "q4_f32", "self_attn.o_proj": "q4_i8", "mlp.gate_up_proj": "q4_i8", "mlp.down_proj": "q4_f32"}
+    assert {n.split(".", 2)[2]: k for n, k in fmt.layers.items() if n.startswith("layers.0.")} == want
+    assert fmt.layers["lm_head"] == "q8_f32" and fmt.summary() == "6 x q4_f32; 6 x q4_i8; 1 x q8_f32"
+
+
+@pytest.mark.parametrize("math,layer,head", [("int8", "q4_i8", "q8_i8"), ("float32", "q4_f32", "q8_f32")])
+def test_the_weight_format_pass_gives_the_forced_arithmetic_at_every_batch_size(monkeypatch, math, layer, head):
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+    from sglang.srt.layers import linear_kernels as lk
+
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", math)
+    model = tiny_llama(torch.float32, 4, 2, False, seed=1, tied=True)
+    fmt = apply_weight_format(model, q4_checkpoint(model, 1), q8_embedding(model, 1), "gguf_q4")
+    assert set(fmt.layers.values()) == {layer, head} and fmt.layers["lm_head"] == head
+    gu = model.layers[0].mlp.gate_up_proj
+    assert [lk.kernel_for_batch(gu.kernel, n) for n in (1, 2, 8, 64, 300)] == [layer] * 5 and gu.weight.is_meta
+
+
+def test_the_default_arithmetic_is_the_measured_table_for_this_cpus_family(caplog):
+    import logging
+    import os
+
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, tiny_llama
+    from sglang.srt.model_executor.weight_format import GGUF_MATH_BY_FAMILY
+
+    assert "SGLANG_CPU_GGUF_MATH" not in os.environ
+    model = tiny_llama(torch.float32, 4, 2, False, seed=2)
+    with caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.model_runner"):
+        fmt = apply_weight_format(model, q4_checkpoint(model, 2), None, "gguf_q4")
+    family = load_decode_kernels().FAMILY
+    want = GGUF_MATH_BY_FAMILY[family]
+    assert fmt.layers["layers.0.mlp.down_proj"] == {"int8": "q4_i8", "float32": "q4_f32"}[want]
+    assert f"GGUF kernels: {want} math (measured fastest on the {family} family" in caplog.text
+
+
+@pytest.mark.parametrize("batch", [1, 5, 37])
+def test_the_decode_plan_on_int8_kernels_keeps_the_eager_steps_logits(monkeypatch, batch):
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "int8")
+    model = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
+    dense = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
+    blocks, q8 = q4_checkpoint(model, batch), q8_embedding(model, batch)
+    q4_checkpoint(dense, batch), q8_embedding(dense, batch)  # the same dequantized weights, held dense
+    pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
+    gen = torch.Generator().manual_seed(batch)
+    for buf in (*pool.k_buffer, *pool.v_buffer):  # a random cached prefix
+        buf.copy_(torch.randn(buf.shape, generator=gen))
+    lens = torch.randint(2, 60, (batch,), generator=gen)
+    slots = torch.arange(batch * 64).view(batch, 64) + 16  # each request's own run of slots
+    fb = ForwardBatch(ForwardMode.DECODE, torch.randint(0, 300, (batch,), generator=gen), lens - 1, slots[torch.arange(batch), lens - 1],
+                      (lens - 1).tolist(), [1] * batch, torch.arange(batch), kv_index=slots, kv_lens=lens)
+    attn = TorchNativeAttnBackend(SimpleNamespace(kv_pool=pool))
+    with torch.inference_mode():
+        attn.init_forward_metadata(fb)
+        exact = dense.forward(fb.input_ids, fb.positions, fb, attn)
+        apply_weight_format(model, blocks, q8, "gguf_q4")
+        eager = model.forward(fb.input_ids, fb.positions, fb, attn)
+        fused = model.forward_decode_plan(model.build_decode_plan(load_decode_kernels(), pool), fb)
+    # the same kernels on the same rows; the norms sum in another order, which now and then moves an activation
+    # across an int8 rounding boundary (a row then differs by the int8 error itself, about 1%)
+    same = [((f - e).norm() / e.norm()).item() < 1e-5 for f, e in zip(fused, eager)]
+    assert sum(same) >= 0.9 * batch
+    assert all(((f - x).norm() / x.norm()).item() < 0.05 for f, x in zip(fused, exact))
+    assert (fused - exact).norm() / exact.norm() < 0.03  # int8 activations against the exact weights
