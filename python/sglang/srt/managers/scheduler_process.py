@@ -9,6 +9,7 @@ report travels differs (a pipe, or the actor method's return value).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault
@@ -81,8 +82,10 @@ def serve_scheduler(scheduler: Scheduler, io: Any) -> None:
         raise SystemExit(1) from None
 
 
-def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0) -> None:
-    """Body of ``run_scheduler_process`` (a spawned process): ``start_scheduler``, report on ``pipe``, serve."""
+def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0,
+                       setup: Callable[[Scheduler], None] | None = None) -> None:
+    """Body of ``run_scheduler_process`` (a spawned process): ``start_scheduler``, ``setup`` (a launcher's extra
+    step, e.g. a disaggregation side), report on ``pipe``, serve."""
     import traceback
 
     from sglang.utils.process import configure_child_logging, die_with_parent
@@ -91,6 +94,8 @@ def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_
     configure_child_logging(server_args.log_level, rank_name(tp_rank, dp_rank))
     try:
         scheduler, io, ready = start_scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+        if setup is not None:
+            setup(scheduler)
     except BaseException:
         pipe.send({"status": "error", "rank": tp_rank, "dp_rank": dp_rank, "error": traceback.format_exc()})
         raise
