@@ -99,6 +99,7 @@ class Router:
         if body.get("stream"):
             return await self._stream(d, path, body, prefill)
         decode = asyncio.ensure_future(self.client.post(d + path, json=body))
+        answered = False
         try:
             done, _ = await asyncio.wait({prefill, decode}, return_when=asyncio.FIRST_COMPLETED)
             if prefill in done and prefill.exception() is not None:
@@ -109,11 +110,14 @@ class Router:
                 raise _side_error("decode", d, 502, f"unreachable or failed ({type(exc).__name__}: {exc})") from None
             if r.status_code >= 400:
                 raise _side_error("decode", d, r.status_code, _json(r.content))
+            answered = True  # the decode side has the KV: the prefill side's answer is due and not needed
             return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type", "application/json"))
         except SideError as exc:
             return JSONResponse(exc.body, status_code=exc.status)
         finally:
-            decode.cancel()  # a side that failed, or a client that left: the other side's request is aborted
+            if not answered:  # a side that failed, or a client that left: the other side's request is aborted
+                decode.cancel()
+                prefill.cancel()
             _settle(prefill)
 
     async def _stream(self, d: str, path: str, body: dict[str, Any], prefill: asyncio.Future[None]) -> Response:
@@ -152,8 +156,10 @@ class Router:
             except httpx.HTTPError as exc:
                 err = _side_error("decode", d, 502, f"the stream broke ({type(exc).__name__}: {exc})")
                 yield f"data: {json.dumps(err.body)}\n\ndata: [DONE]\n\n".encode()
-            finally:
+            finally:  # the stream ended, failed, or its client left: neither side's request runs on
                 await r.aclose()
+                if not prefill.done():
+                    prefill.cancel()
                 _settle(prefill)
 
         return StreamingResponse(relay(), status_code=r.status_code, media_type=r.headers.get("content-type", "text/event-stream"))
