@@ -49,7 +49,7 @@ def check_mooncake() -> None:
         import mooncake.engine  # noqa: F401
     except ImportError as exc:
         text = str(exc)
-        if "No module named" in text:
+        if isinstance(exc, ModuleNotFoundError):
             fix = f"pip install {PIP_PACKAGE} (or `make install-disagg`)"
         else:  # the wheel is there, a shared library it links is not
             fix = f"install the Debian packages {' '.join(DEBIAN_PACKAGES)} (apt-get install {' '.join(DEBIAN_PACKAGES)})"
