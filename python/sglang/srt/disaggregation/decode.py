@@ -90,7 +90,7 @@ class DecodeSide:
     def busy(self) -> bool:
         return bool(self.entries or self.draining)
 
-    def queues(self) -> dict[str, int]:
+    def queues(self) -> dict[str, float]:
         states = [e.state for e in self.entries.values()]
         return {"num_decode_prealloc_queue_reqs": sum(s is not KVPoll.Transferring for s in states),
                 "num_decode_transfer_queue_reqs": sum(s is KVPoll.Transferring for s in states),
@@ -98,8 +98,7 @@ class DecodeSide:
 
     def poll(self, idle: bool) -> None:
         now = time.monotonic()
-        waiting = any(e.state is KVPoll.Transferring for e in self.entries.values())
-        for msg in self.manager.plane.receive(IDLE_WAIT_MS if idle and (waiting or self.draining) else 0):
+        for msg in self.manager.plane.receive(IDLE_WAIT_MS if idle else 0):  # an idle loop does not spin while lookups run
             if msg.get("type") == "done":
                 self._done(msg)
         for entry in list(self.entries.values()):

@@ -87,13 +87,15 @@ class PrefillSide:
     def busy(self) -> bool:
         return bool(self.bootstrapping or self.inflight)
 
-    def queues(self) -> dict[str, int]:
+    def queues(self) -> dict[str, float]:
+        recent = list(self.transfer_s)
         return {"num_prefill_bootstrap_queue_reqs": len(self.bootstrapping), "num_prefill_inflight_queue_reqs": len(self.inflight),
-                "num_transfer_failed_reqs_total": self.failed}
+                "num_transfer_failed_reqs_total": self.failed,
+                "kv_transfer_latency_ms": round(1000 * sum(recent) / len(recent), 3) if recent else 0.0}
 
     def poll(self, idle: bool) -> None:
         now = time.monotonic()
-        for msg in self.manager.plane.receive(IDLE_WAIT_MS if idle and not self.inflight else 0):
+        for msg in self.manager.plane.receive(IDLE_WAIT_MS if idle else 0):  # a write that ends is seen within IDLE_WAIT_MS
             if msg.get("type") == "pages":
                 self.page_lists[msg["room"]] = (msg, now)
                 self._claim(msg["room"])

@@ -63,7 +63,7 @@ class SchedulerStats:
     cached_pages: int
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
     dp_rank: int = 0  # the data-parallel replica that reports
-    disagg: dict[str, int] = field(default_factory=dict)  # disaggregation queue gauges and failure counts, by metric name
+    disagg: dict[str, float] = field(default_factory=dict)  # disaggregation queue gauges and failure counts, by metric name
 
 
 @dataclass

@@ -43,7 +43,8 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
     from sglang.srt.runtime_context import publish
 
     per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
-    torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) // per_node))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # what taskset/cgroups allow
+    torch.set_num_threads(threads or max(1, cores // per_node))
     load_plugins()
     publish(server_args, role="scheduler")
     io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
