@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def stream_chat(url: str, i: int, tokens: int, out: dict[str, list[float]]) -> None:
+def stream_chat(url: str, i: int, tokens: int, out: dict[str, list[Any]]) -> None:
     body = {"text": f"Chat {i}: tell me a short story about a lighthouse keeper.", "stream": True,
             "sampling_params": {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True}}
     t0 = time.perf_counter()
@@ -58,17 +59,21 @@ def stream_chat(url: str, i: int, tokens: int, out: dict[str, list[float]]) -> N
             last = now
 
 
-def long_prompt(url: str, text: str, out: dict[str, list[float]]) -> None:
+def long_prompt(url: str, text: str, out: dict[str, list[Any]]) -> None:
     body = {"text": text, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
     t0 = time.perf_counter()
     req = urllib.request.Request(url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
-        r.read()
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            r.read()
+    except urllib.error.HTTPError as exc:  # counted and printed: a figure without its failures would mislead
+        out["errors"].append(exc.read().decode()[:300])
+        return
     out["long"].append(time.perf_counter() - t0)
 
 
-def workload(url: str, args: argparse.Namespace, seed: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"itl": [], "ttft": [], "long": []}
+def workload(url: str, args: argparse.Namespace, seed: int) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {"itl": [], "ttft": [], "long": [], "errors": []}
     words = "the quick brown fox jumps over the lazy dog near a river bank while birds sing ".split()
     longs = [" ".join(words[(seed * 7 + k * 13 + j) % len(words)] for j in range(args.long_tokens)) for k in range(args.longs)]
     chats = [threading.Thread(target=stream_chat, args=(url, seed * 100 + i, args.chat_tokens, out)) for i in range(args.chats)]
@@ -141,7 +146,7 @@ def main() -> None:
         urls = {"colocated": servers["colocated"].url, "disaggregated": router}
         for url in urls.values():  # warm-up: first-request costs out of the figures
             workload(url, argparse.Namespace(**{**vars(args), "longs": 1, "long_tokens": 200, "chat_tokens": 4}), 99)
-        results: dict[str, dict[str, list[float]]] = {k: {"itl": [], "ttft": [], "long": []} for k in urls}
+        results: dict[str, dict[str, list[Any]]] = {k: {"itl": [], "ttft": [], "long": [], "errors": []} for k in urls}
         for rnd in range(args.rounds):
             for name, url in urls.items():
                 got = workload(url, args, rnd)
@@ -155,7 +160,8 @@ def main() -> None:
         for name, r in results.items():
             summary[name] = (pct(r["itl"], 0.5), pct(r["itl"], 0.99), max(r["itl"]), pct(r["ttft"], 0.5), statistics.mean(r["long"]))
             s = summary[name]
-            print(f"{name:15s} {1000 * s[0]:7.1f}ms {1000 * s[1]:7.1f}ms {1000 * s[2]:7.1f}ms {1000 * s[3]:12.1f}ms {s[4]:13.2f}s")
+            print(f"{name:15s} {1000 * s[0]:7.1f}ms {1000 * s[1]:7.1f}ms {1000 * s[2]:7.1f}ms {1000 * s[3]:12.1f}ms {s[4]:13.2f}s"
+                  f"  ({len(r['errors'])} long prompts failed{': ' + r['errors'][0] if r['errors'] else ''})")
         a, b = summary["colocated"], summary["disaggregated"]
         print(f"ratio disaggregated/colocated: ITL p50 {b[0] / a[0]:.2f}, ITL p99 {b[1] / a[1]:.2f}, long prompt {b[4] / a[4]:.2f}")
         print(f"KV write time per request (prefill side, mean of its transfers incl. warm-up): {transfer_ms(servers['prefill'].url):.1f} ms")

@@ -154,6 +154,7 @@ def test_openai_chat_completions_and_streaming_match_colocated(pd):
         assert routed.completions.create(**comp).choices[0].text == direct.completions.create(**comp).choices[0].text
         assert "".join(c.choices[0].text for c in routed.completions.create(**comp, stream=True)) == direct.completions.create(**comp).choices[0].text
     assert routed.models.list().data[0].id  # /v1/models goes through too
+    assert get(pd["router"].url, "/health_generate")[0] == 200
 
 
 def test_structured_output_and_first_token_finish_match_colocated(pd):
@@ -237,3 +238,9 @@ def test_killed_prefill_fails_its_requests_naming_it_and_leaks_nothing(pd):
     status, body = post(pd["router"].url, "/generate", {"text": "hi", "sampling_params": GREEDY})
     assert status == 502 and f"prefill server {pd['prefill'].url}" in body and time.monotonic() - t0 < 20, body
     assert get(pd["decode"].url, "/health")[0] == 200
+    t0 = time.monotonic()  # a client that reaches the decode server directly, naming the dead prefill server
+    status, body = post(pd["decode"].url, "/generate", {"text": "hi", "sampling_params": GREEDY, "bootstrap_host": "127.0.0.1",
+                                                        "bootstrap_port": pd["bootstrap_port"], "bootstrap_room": 1})
+    assert status == 500 and f"127.0.0.1:{pd['bootstrap_port']}" in body and ("stopped answering" in body or "does not answer" in body), body
+    assert time.monotonic() - t0 < 30
+    assert settled(pd["decode"].url, {"used_pages": 0})["used_pages"] == 0

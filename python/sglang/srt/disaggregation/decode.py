@@ -66,6 +66,8 @@ class DecodeSide:
         if (addr, room) in self.rooms or (addr, room) in self.draining:
             self.s.fail_request(req, f"decode: bootstrap_room {room} of the prefill server at {addr} is already in use; send a fresh room")
             return True
+        if self.manager.dead(addr, self.timeouts.heartbeat_failures) and not any(e.addr == addr for e in self.entries.values()):
+            self.manager.failures.pop(addr, None)  # a prefill server that was gone may be back: its lookup decides
         self.entries[req.rid] = _Entry(req, addr, room, time.monotonic())
         self.rooms[(addr, room)] = req.rid
         self.manager.route(addr)
@@ -132,6 +134,7 @@ class DecodeSide:
         pages = self.s._alloc(-(-tokens // self.s.page_size))
         if pages is None:
             return False
+        pages.sort()  # any order holds the prompt; ascending makes the longest runs of one write each
         if not self.manager.free_aux:
             self.s.allocator.free(pages)
             return False

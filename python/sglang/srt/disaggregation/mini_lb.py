@@ -173,13 +173,13 @@ class Router:
             return error(502, f"decode server {self.decodes[0]}: unreachable ({exc})", "server_error")
         return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
 
-    async def fan_out(self, method: str, path: str) -> dict[str, Any]:
+    async def fan_out(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         """Every server's answer to ``path``: ``{url: status or error text}``."""
         import httpx
 
         async def one(url: str) -> tuple[str, Any]:
             try:
-                r = await self.client.request(method, url + path)
+                r = await self.client.request(method, url + path, json=body)
                 return url, r.status_code
             except httpx.HTTPError as exc:
                 return url, f"unreachable ({type(exc).__name__})"
@@ -239,6 +239,24 @@ def build_app(router: Router) -> FastAPI:
     @app.post("/flush_cache")
     async def flush_cache() -> dict[str, Any]:
         return await router.fan_out("POST", "/flush_cache")
+
+    @app.post("/abort_request")
+    async def abort_request(request: Request) -> Response:
+        """Both sides ran the request under the ``rid`` its client chose: abort it on every server."""
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(400, "the request body must be a JSON object")
+        if not isinstance(body, dict):
+            return error(400, "the request body must be a JSON object")
+        await router.fan_out("POST", "/abort_request", body)
+        return PlainTextResponse("")
+
+    @app.get("/health_generate", response_class=PlainTextResponse)
+    async def health_generate() -> Response:
+        """One token through the next prefill/decode pair: 200, or that pair's error."""
+        r = await router.forward("/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 1}})
+        return PlainTextResponse("") if r.status_code == 200 else r
 
     return app
 

@@ -13,6 +13,10 @@ from sglang.srt.disaggregation.base import KVTransferError
 
 logger = logging.getLogger(__name__)
 
+# Slices per batched write: Mooncake's TCP transport rejects a batch larger than its lane queue ("TCP lane
+# queue-full rejection", the write fails); fragmented pages make one slice per page and buffer.
+MAX_BATCH = 256
+
 
 class MooncakeTransfer:
     """Registers local memory; writes local ranges into a peer session's registered memory."""
@@ -37,11 +41,10 @@ class MooncakeTransfer:
 
     def write(self, peer: str, srcs: list[int], dsts: list[int], lengths: list[int]) -> None:
         """Write every ``(src, dst, length)`` into ``peer``'s memory; raises :class:`KVTransferError`."""
-        if not srcs:
-            return
-        rc = self.engine.batch_transfer_sync_write(peer, srcs, dsts, lengths)
-        if rc != 0:
-            raise KVTransferError(f"Mooncake's write to {peer} failed (code {rc}): the decode server is unreachable or gone")
+        for i in range(0, len(srcs), MAX_BATCH):
+            rc = self.engine.batch_transfer_sync_write(peer, srcs[i : i + MAX_BATCH], dsts[i : i + MAX_BATCH], lengths[i : i + MAX_BATCH])
+            if rc != 0:
+                raise KVTransferError(f"Mooncake's write to {peer} failed (code {rc}): the decode server is unreachable or gone")
 
 
 BACKENDS: dict[str, Callable[[str, Any], MooncakeTransfer]] = {
