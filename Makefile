@@ -74,6 +74,7 @@ bench: install-test kernels
 	$(PY) bench/quality.py
 	$(PY) bench/dp_routing.py
 	$(PY) bench/soak.py
+	$(PY) bench/disaggregation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -79,6 +79,9 @@ class PrefillSide:
                 if room in self.page_lists:
                     self._tell_failed(self.page_lists.pop(room)[0], "prefill: the request was aborted on the prefill server")
                 return True
+        for req in self.s.waiting:  # claimed, not yet prefilled: its decode server stops waiting for it
+            if req.rid == rid and req.disagg is not None:
+                self._tell_failed(req.disagg, "prefill: the request was aborted on the prefill server")
         return False  # queued or running: the scheduler aborts it; in flight: it ends when its write does
 
     def holds(self) -> list[Req]:

@@ -38,7 +38,7 @@ class Neutral:
 
 
 _LORA = "this server serves no LoRA adapters (upstream loads them with --enable-lora, which is not implemented here)"
-_PD = "prefill/decode servers of different tensor-parallel sizes are not implemented"
+_PD = "upstream's pair keys and prefill/decode servers of different tensor-parallel sizes are not implemented"
 _MM = "multimodal inputs are not implemented; send text"
 _DP = "routing to a chosen data-parallel replica is not implemented (--load-balance-method picks it)"
 _NO_REASONING = "there is no --reasoning-parser, so the output has no separate reasoning"
