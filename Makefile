@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 TORCH_PIN := torch==2.13.0
 XGRAMMAR_PIN := xgrammar==0.2.9
 
-.PHONY: run test test-fast install install-test kernels lint bench clean
+.PHONY: run test test-fast install install-test install-disagg kernels lint bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,9 +20,24 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q --no-deps $(XGRAMMAR_PIN)
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+$(VENV)/.installed-test: $(VENV)/.installed $(VENV)/.installed-disagg
 	$(PIP) install -q -e '.[test,ray]'
 	touch $@
+
+# Prefill/decode disaggregation: the Mooncake transfer engine (CPU wheel) and the Debian libraries it
+# links (installed with apt-get when missing and this is root; otherwise the step names them and stops).
+DISAGG_DEBS := libibverbs1 librdmacm1 libnuma1
+$(VENV)/.installed-disagg: $(VENV)/.installed
+	@missing=$$(for p in $(DISAGG_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get install -y -q $$missing; \
+	  else echo "the mooncake transfer engine needs the Debian packages: $$missing (run: sudo apt-get install $$missing)"; exit 1; fi; \
+	fi
+	$(PIP) install -q -e '.[disagg]'
+	$(PY) -c "import mooncake.engine"
+	touch $@
+
+install-disagg: $(VENV)/.installed-disagg
 
 install: $(VENV)/.installed
 
@@ -59,6 +74,7 @@ bench: install-test kernels
 	$(PY) bench/quality.py
 	$(PY) bench/dp_routing.py
 	$(PY) bench/soak.py
+	$(PY) bench/disaggregation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -91,6 +91,23 @@ class ServerArgs:
                                    "--ray-address, else RAY_ADDRESS, else a local one started here"), NS("parallel"))
     ray_address: str | None = arg(None, Arg("address of the Ray cluster for --use-ray (HOST:PORT of its head; default: RAY_ADDRESS)"),
                                   NS("parallel"))
+    # -- prefill/decode disaggregation ---------------------------------------
+    disaggregation_mode: str = arg("null", Arg("this server's role in a prefill/decode split (see docs/scale_out.md): null (it does both), "
+                                               "prefill (it prefills and sends each request's KV pages to a decode server) or decode "
+                                               "(it takes the KV from a prefill server and decodes)", choices=("null", "prefill", "decode")),
+                                   NS("disagg"))
+    disaggregation_transfer_backend: str = arg("mooncake", Arg("how KV pages move between prefill and decode servers: mooncake (the Mooncake "
+                                                               "transfer engine; TCP where no RDMA device is named), mooncake_tcp (mooncake over "
+                                                               "TCP), or fake (decode only: no prefill server, the KV is not computed; for "
+                                                               "benchmarking the decode side)", choices=("mooncake", "mooncake_tcp", "fake")),
+                                               NS("disagg"))
+    disaggregation_bootstrap_port: int = arg(8998, Arg("port of the prefill server's bootstrap endpoint, where decode servers find its KV "
+                                                       "transfer endpoint"), NS("disagg"))
+    disaggregation_ib_device: str | None = arg(None, Arg("RDMA device(s) for the mooncake backend (e.g. mlx5_0); unset: TCP"), NS("disagg"))
+    disaggregation_decode_enable_radix_cache: bool = arg(False, Arg("keep a prefix cache on a decode server (not implemented: start-up "
+                                                                    "refuses it)"), NS("disagg"))
+    num_reserved_decode_tokens: int = arg(512, Arg("KV tokens a decode server reserves per request beyond its prompt when it "
+                                                   "pre-allocates (at most max_new_tokens)"), NS("disagg"))
     # -- serving -------------------------------------------------------------
     host: str = arg("127.0.0.1", Arg("address the HTTP server binds"), NS("serving"))
     port: int = arg(30000, Arg("port of the HTTP server"), NS("serving"))

@@ -111,7 +111,16 @@ def _normalize_schedule_policy(view: Any) -> dict[str, Any] | None:
     return None
 
 
+@register_post_process_pass("disaggregation_decode")
+def _decode_without_prefix_cache(view: Any) -> dict[str, Any] | None:
+    """A decode server takes every prompt page from its prefill server: it keeps no prefix cache (as upstream)."""
+    if view.disaggregation_mode == "decode" and not view.disable_radix_cache:
+        return {"disable_radix_cache": True}
+    return None
+
+
 def _handle_post_process(sa: Any, res: Resolution) -> None:
+    run_post_process_pass(sa, "disaggregation_decode")
     run_post_process_pass(sa, "schedule_policy")
 
 

@@ -38,8 +38,8 @@ class _Submission:
     second does it, without the event loop (which may be closed by then)."""
 
     def __init__(self, tm: TokenizerManager, prompt: str | None, sampling_params: dict[str, Any] | None,
-                 input_ids: list[int] | None, rid: str | None) -> None:
-        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid)
+                 input_ids: list[int] | None, rid: str | None, bootstrap: dict[str, Any] | None = None) -> None:
+        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid, bootstrap)
         self.lock = threading.Lock()
         self.state: ReqState | None = None
         self.gone = False
@@ -90,6 +90,7 @@ class Engine(Closing):
         self.info: dict[str, Any] = {}
         self._closed = False
         self._port_args: PortArgs | None = None
+        self._bootstrap: Any = None  # a prefill server's bootstrap endpoint (--disaggregation-mode prefill)
         try:
             self._launch_subprocesses(self.server_args)
         except BaseException:
@@ -109,6 +110,10 @@ class Engine(Closing):
         if server_args.nccl_port is None and (server_args.nnodes == 1 or server_args.use_ray):
             declare_late_resolution(server_args, "launcher: a free port for torch.distributed", nccl_port=free_port())
         self._port_args = port_args = PortArgs.init_new(server_args, self._detokenizer_input())
+        if server_args.disaggregation_mode == "prefill":  # its scheduler registers there while it starts
+            from sglang.srt.disaggregation.bootstrap_server import BootstrapServer
+
+            self._bootstrap = BootstrapServer(server_args.host, server_args.disaggregation_bootstrap_port)
         self._start_scheduler_ranks(server_args, port_args)
         if server_args.node_rank == 0:
             self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
@@ -132,6 +137,9 @@ class Engine(Closing):
         ``RayEngine``: Ray actors."""
         from sglang.srt.entrypoints.ranks import local_rank_specs
         from sglang.srt.managers.scheduler import run_scheduler_process
+
+        if server_args.disaggregation_mode != "null":  # the same rank, with its prefill or decode side attached
+            from sglang.srt.disaggregation.scheduler import run_disagg_scheduler_process as run_scheduler_process
         from sglang.srt.managers.scheduler_process import rank_name
         from sglang.utils.process import free_port
 
@@ -304,13 +312,15 @@ class Engine(Closing):
         return self._attach(self._tm().submit(prompt, sampling_params, input_ids))
 
     async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                            input_ids: list[int] | None = None, rid: str | None = None) -> ReqState:
+                            input_ids: list[int] | None = None, rid: str | None = None,
+                            bootstrap: dict[str, Any] | None = None) -> ReqState:
         """``open_request`` with validation and tokenization in a worker thread (the HTTP server's path):
-        a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it)."""
+        a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it);
+        ``bootstrap`` (``host``, ``port``, ``room``) pairs it with a prefill server (``--disaggregation-mode``)."""
         tm = self._tm()
         if rid is not None and rid in tm.states:
             raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
-        submit = _Submission(tm, prompt, sampling_params, input_ids, rid)
+        submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap)
         try:
             return self._attach(await asyncio.to_thread(submit.run))
         except asyncio.CancelledError:
@@ -380,6 +390,9 @@ class Engine(Closing):
         if self.tokenizer_manager is not None:
             self.tokenizer_manager.close()
             self.tokenizer_manager = None
+        if self._bootstrap is not None:
+            self._bootstrap.close()
+            self._bootstrap = None
         if self._port_args is not None:
             shutil.rmtree(self._port_args.ipc_dir, ignore_errors=True)
 

@@ -39,6 +39,16 @@ def _with_text(meta: dict[str, Any], decode: Callable[[int], str]) -> None:
                 triple[2] = decode(triple[1])
 
 
+def _bootstrap(req: Any, i: int) -> dict[str, Any] | None:
+    """The bootstrap fields of a body's ``i``-th request; a room list too short for it is a 400."""
+    from sglang.srt.managers.tokenizer_manager import RequestError
+
+    try:
+        return req.bootstrap_for(i)
+    except ValueError as exc:
+        raise RequestError(str(exc), "bootstrap_room") from None
+
+
 def server_info(engine: Any, server_args: ServerArgs) -> dict[str, Any]:
     """Upstream's ``/get_server_info``: the server args at the top level, ``internal_states`` (one per
     scheduler) and ``version``; this project's provenance, platform, plugins and hooks under their own keys."""
@@ -81,8 +91,8 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         items = req.items()
         states = []
         try:
-            for text, ids, params, rid in items:
-                states.append(await engine.aopen_request(text, params, ids, rid=rid))
+            for i, (text, ids, params, rid) in enumerate(items):
+                states.append(await engine.aopen_request(text, params, ids, rid=rid, bootstrap=_bootstrap(req, i)))
         except BaseException:
             for st in states:  # a later prompt was refused: the earlier ones must not run on
                 tm.abort(st.rid)

@@ -12,6 +12,7 @@ class TokenizedGenerateReqInput:
     input_ids: list[int]
     sampling_params: dict[str, Any]
     stream: bool = False
+    bootstrap: dict[str, Any] | None = None  # prefill/decode disaggregation: host, port, room of the prefill side
 
 
 @dataclass
@@ -62,6 +63,7 @@ class SchedulerStats:
     cached_pages: int
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
     dp_rank: int = 0  # the data-parallel replica that reports
+    disagg: dict[str, float] = field(default_factory=dict)  # disaggregation queue gauges and failure counts, by metric name
 
 
 @dataclass

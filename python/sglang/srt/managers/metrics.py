@@ -41,6 +41,12 @@ class _LoadGauges(Collector):
             for dp, s in enumerate(reports):
                 family.add_metric([str(dp)], read(s) if s else 0)
             yield family
+        names = sorted({k for s in reports if s for k in s.disagg})  # a prefill or decode server's queues (--disaggregation-mode)
+        for name in names:
+            family = GaugeMetricFamily(f"sglang_{name}", f"disaggregation: {name.replace('_', ' ')}", labels=["dp_rank"])
+            for dp, s in enumerate(reports):
+                family.add_metric([str(dp)], s.disagg.get(name, 0) if s else 0)
+            yield family
 
 
 class EngineMetrics:

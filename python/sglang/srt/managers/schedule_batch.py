@@ -33,6 +33,8 @@ class Req:
         self.input_logprobs: list[Any] = []
         self.input_lp_sent = False
         self.aborted = False
+        self.bootstrap: dict[str, Any] | None = None  # disaggregation: the prefill server's host, port and room
+        self.disagg: Any = None  # disaggregation: the side's per-request state (a prefill server: the decode side's page list)
 
     def input_logprob_rows(self, n: int) -> tuple[int, int] | None:
         """Rows ``[lo, hi)`` of the next ``n`` new tokens whose logits give prompt log-probabilities still missing."""

@@ -83,6 +83,8 @@ class Scheduler(FaultContainment, KVPages):
         self.forward_ct = 0
         self.seed = get_exec().random_seed
         self.profiler = RankProfiler(tp_rank, dp_rank)
+        # --disaggregation-mode prefill|decode: the side's queues (sglang.srt.disaggregation.scheduler attaches it)
+        self.disagg: Any = None
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -112,6 +114,7 @@ class Scheduler(FaultContainment, KVPages):
         sampler = RequestSampler(params, self.seed, hash(msg.rid) & 0xFFFFFFFF)
         sampler.prompt_tokens = set(msg.input_ids)
         req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream)
+        req.bootstrap = msg.bootstrap
         if params.max_new_tokens == 0 and req.input_lp_from is None:  # nothing to compute; prompt log-probabilities need a prefill
             req.finished_reason = {"type": "length", "length": 0}
             self.outbox.append(build_output([req]))
@@ -121,20 +124,28 @@ class Scheduler(FaultContainment, KVPages):
         except GrammarError as exc:
             self.outbox.append(SchedulerError(msg.rid, str(exc)))
             return
-        if not parked:
-            self.waiting.append(req)
         self.live[req.rid] = req
+        if not parked:
+            self._enqueue(req)
+
+    def _enqueue(self, req: Req) -> None:
+        """A request ready to run: to the waiting queue, or to its disaggregation side's queues."""
+        if self.disagg is None or not self.disagg.add(req):
+            self.waiting.append(req)
 
     def _admit_compiled(self) -> None:
         """Constrained requests whose grammar is ready join the waiting queue; a constraint that does not compile fails its request (400)."""
         ready, failed = self.grammars.take_ready()
-        self.waiting.extend(ready)
+        for req in ready:
+            self._enqueue(req)
         for req, why, status in failed:
             self.live.pop(req.rid, None)
             req.finished_reason = {"type": "abort", "message": why}
             self.outbox.append(SchedulerError(req.rid, why, status))
 
     def abort(self, rid: str) -> None:
+        if self.disagg is not None and self.disagg.abort(rid):
+            return
         parked = self.grammars.remove(rid)
         if parked is not None:
             self.live.pop(rid, None)
@@ -271,6 +282,8 @@ class Scheduler(FaultContainment, KVPages):
             raise GrammarError(f"token {tok} breaks the request's {req.params.constraint[0]} constraint")  # type: ignore[index]
         if info is not None:
             req.pending_logprobs.append(info)
+        if self.disagg is not None and batch.mode is ForwardMode.EXTEND and self.disagg.after_first_token(req, tok, info):
+            return  # its pages and first token go to a decode server
         req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, tok, self.eos_ids, self.tokenizer, self.context_length)
         jumped = False
         if req.finished_reason is None and grammar is not None:
@@ -311,6 +324,8 @@ class Scheduler(FaultContainment, KVPages):
     def step(self) -> bool:
         """One scheduling iteration, faults contained; False when there was nothing to run."""
         try:
+            if self.disagg is not None:
+                self.disagg.poll(idle=not (self.waiting or self.running or self.chunked_req))
             if self.grammars.parked:
                 self._admit_compiled()
             batch = self.get_next_batch_to_run()
@@ -344,10 +359,10 @@ class Scheduler(FaultContainment, KVPages):
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
-                              self.dp_rank)
+                              self.dp_rank, self.disagg.queues() if self.disagg is not None else {})
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked)
+        return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked or (self.disagg is not None and self.disagg.busy()))
 
     def event_loop(self) -> None:
         """Serve until a fatal fault: receive, schedule, run, send."""

@@ -99,7 +99,8 @@ class FaultContainment:
 
     def _sweep_orphans(self, exc: BaseException) -> None:
         """After a failed step: fail every admitted request that no queue holds any more."""
-        held = {id(r) for r in (*self.waiting, *self.running, *([self.chunked_req] if self.chunked_req else []), *self.grammars.holds())}
+        held = {id(r) for r in (*self.waiting, *self.running, *([self.chunked_req] if self.chunked_req else []), *self.grammars.holds(),
+                                *(self.disagg.holds() if self.disagg is not None else ()))}
         for req in list(self.live.values()):
             if req.finished_reason is not None:
                 self.live.pop(req.rid, None)

@@ -9,6 +9,7 @@ report travels differs (a pipe, or the actor method's return value).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault
@@ -42,7 +43,8 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
     from sglang.srt.runtime_context import publish
 
     per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
-    torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) // per_node))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # what taskset/cgroups allow
+    torch.set_num_threads(threads or max(1, cores // per_node))
     load_plugins()
     publish(server_args, role="scheduler")
     io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
@@ -81,8 +83,10 @@ def serve_scheduler(scheduler: Scheduler, io: Any) -> None:
         raise SystemExit(1) from None
 
 
-def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0) -> None:
-    """Body of ``run_scheduler_process`` (a spawned process): ``start_scheduler``, report on ``pipe``, serve."""
+def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_rank: int, pipe: Any, dp_rank: int = 0,
+                       setup: Callable[[Scheduler], None] | None = None) -> None:
+    """Body of ``run_scheduler_process`` (a spawned process): ``start_scheduler``, ``setup`` (a launcher's extra
+    step, e.g. a disaggregation side), report on ``pipe``, serve."""
     import traceback
 
     from sglang.utils.process import configure_child_logging, die_with_parent
@@ -91,6 +95,8 @@ def run_scheduler_rank(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_
     configure_child_logging(server_args.log_level, rank_name(tp_rank, dp_rank))
     try:
         scheduler, io, ready = start_scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+        if setup is not None:
+            setup(scheduler)
     except BaseException:
         pipe.send({"status": "error", "rank": tp_rank, "dp_rank": dp_rank, "error": traceback.format_exc()})
         raise

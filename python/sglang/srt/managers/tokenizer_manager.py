@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from sglang.srt.configs.generation_config import request_defaults, with_defaults
+from sglang.srt.managers.bootstrap_fields import check_bootstrap
 from sglang.srt.managers.data_parallel_controller import DataParallelController
 from sglang.srt.managers.io_struct import (
     AbortReq,
@@ -143,10 +144,15 @@ class TokenizerManager:
         return self.tokenizer.encode(prompt)
 
     def submit(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None, input_ids: list[int] | None = None,
-               stream: bool = False, rid: str | None = None) -> ReqState:
-        """Validate, tokenize and send one request; raises :class:`RequestError` for bad input."""
+               stream: bool = False, rid: str | None = None, bootstrap: dict[str, Any] | None = None) -> ReqState:
+        """Validate, tokenize and send one request; raises :class:`RequestError` for bad input.
+
+        ``bootstrap`` (``host``, ``port``, ``room``): the prefill server a disaggregated request pairs with."""
         if self.dead is not None:
             raise EngineDeadError(str(self.dead)) from self.dead
+        problem = check_bootstrap(self.server_args.disaggregation_mode, bootstrap)
+        if problem is not None:
+            raise RequestError(problem, "bootstrap_room")
         try:
             # the one place every entry passes: a field the request does not send takes the server's default
             params = SamplingParams.from_dict(with_defaults(sampling_params, self.sampling_defaults), self.tokenizer.vocab_size)
@@ -170,7 +176,7 @@ class TokenizerManager:
             dp = state.dp_rank = self.controller.route(rid, ids)
         self.metrics.requests.inc()
         self.metrics.prompt_tokens.inc(len(ids))
-        self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream), dp)
+        self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream, bootstrap), dp)
         if self.server_args.log_requests:
             logger.info("request %s: %d prompt tokens, sampling %s", rid, len(ids), params.to_dict())
         return state

@@ -38,7 +38,7 @@ class Neutral:
 
 
 _LORA = "this server serves no LoRA adapters (upstream loads them with --enable-lora, which is not implemented here)"
-_PD = "prefill/decode disaggregation is not implemented"
+_PD = "upstream's pair keys and prefill/decode servers of different tensor-parallel sizes are not implemented"
 _MM = "multimodal inputs are not implemented; send text"
 _DP = "routing to a chosen data-parallel replica is not implemented (--load-balance-method picks it)"
 _NO_REASONING = "there is no --reasoning-parser, so the output has no separate reasoning"
@@ -71,9 +71,6 @@ NEUTRAL: dict[str, Neutral] = {
     "max_dynamic_patch": Neutral((None,), _MM, (GENERATE, CHAT)),
     "min_dynamic_patch": Neutral((None,), _MM, (GENERATE, CHAT)),
     "images_config": Neutral((None,), _MM, OPENAI),
-    "bootstrap_host": Neutral((None,), _PD, ALL),
-    "bootstrap_port": Neutral((None,), _PD, ALL),
-    "bootstrap_room": Neutral((None,), _PD, ALL),
     "bootstrap_pair_key": Neutral((None,), _PD, (GENERATE,)),
     "decode_tp_size": Neutral((None,), _PD, (GENERATE,)),
     "routed_dp_rank": Neutral((None,), _DP, ALL),

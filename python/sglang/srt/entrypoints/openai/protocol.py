@@ -71,6 +71,7 @@ StopText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STOP_CHARS), 
 ConstraintText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_CONSTRAINT_CHARS), _unicode]
 SchemaText = Annotated[ConstraintText, _refusing(json_schema_problem, "json_schema {}")]
 TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+Room = Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]  # a disaggregated request's bootstrap room
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
@@ -152,7 +153,30 @@ class ResponseFormat(_Req):
         return None
 
 
-class _Sampling(_NoEffect):
+class _Bootstrap(_Req):
+    """Where a disaggregated request's KV comes from (a router adds them; see docs/scale_out.md): the prefill
+    server's bootstrap endpoint and the room pairing its prefill with this decode. ``bootstrap_room`` is one
+    int per request; a batch (or ``n`` > 1) uses ``room + i`` for its ``i``-th request, or a list of rooms."""
+
+    bootstrap_host: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+    bootstrap_port: Annotated[StrictInt, Field(ge=1, le=65535)] | None = None
+    bootstrap_room: Room | Annotated[list[Room], Field(min_length=1, max_length=MAX_BATCH * 128)] | None = None
+
+    def bootstrap_for(self, i: int) -> dict[str, Any] | None:
+        """The bootstrap fields of the ``i``-th request this body opens, or ``None`` when none is sent."""
+        if self.bootstrap_host is None and self.bootstrap_port is None and self.bootstrap_room is None:
+            return None
+        room = self.bootstrap_room
+        if isinstance(room, list):
+            if i >= len(room):
+                raise ValueError(f"bootstrap_room has {len(room)} entries; request {i} of this body needs one")
+            room = room[i]
+        elif room is not None:
+            room = (room + i) % 2**63
+        return {"host": self.bootstrap_host, "port": self.bootstrap_port, "room": room}
+
+
+class _Sampling(_NoEffect, _Bootstrap):
     model: Text | None = None
     max_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
     max_completion_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
@@ -319,7 +343,7 @@ def _sampling_model() -> type[BaseModel]:
 GenerateSamplingParams = _sampling_model()
 
 
-class GenerateRequest(create_model("_GenerateFields", __base__=_Req, **neutral_fields(GENERATE))):  # type: ignore[misc]
+class GenerateRequest(create_model("_GenerateFields", __base__=_Bootstrap, **neutral_fields(GENERATE))):  # type: ignore[misc]
     """The native ``/generate`` API, in upstream SGLang's shape.
 
     ``text`` (or ``input_ids``) may be a list: a batch, answered with a list.

@@ -73,6 +73,14 @@ def sampling_params(req: _Sampling, prompt_len: int, context: int, logprobs: int
     return sp
 
 
+def _bootstrap(req: _Sampling, i: int) -> dict[str, Any] | None:
+    """The bootstrap fields of the ``i``-th request a body opens (prompt-major, as the choices)."""
+    try:
+        return req.bootstrap_for(i)
+    except ValueError as exc:
+        raise RequestError(str(exc), "bootstrap_room") from None
+
+
 class OpenAIServing:
     """Handlers for ``/v1/completions`` and ``/v1/chat/completions``."""
 
@@ -140,7 +148,7 @@ class OpenAIServing:
                     p = dict(sp)
                     if req.seed is not None and req.n > 1:
                         p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
-                    states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p))
+                    states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p, bootstrap=_bootstrap(req, len(states))))
         except BaseException:
             for st in states:  # a later choice was refused: the earlier ones must not run on
                 self.engine.tokenizer_manager.abort(st.rid)
