@@ -30,7 +30,7 @@ DISAGG_DEBS := libibverbs1 librdmacm1 libnuma1
 $(VENV)/.installed-disagg: $(VENV)/.installed
 	@missing=$$(for p in $(DISAGG_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get install -y -q $$missing; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q $$missing || { apt-get update -q && apt-get install -y -q $$missing; }; \
 	  else echo "the mooncake transfer engine needs the Debian packages: $$missing (run: sudo apt-get install $$missing)"; exit 1; fi; \
 	fi
 	$(PIP) install -q -e '.[disagg]'
