@@ -8,10 +8,10 @@ import uuid
 import pytest
 
 from sglang.srt.arg_groups.errors import ServerArgsError
+from sglang.srt.arg_groups.lora_hook import parse_lora_paths
 from sglang.srt.lora.config import normalize_target_modules
 from sglang.srt.lora.errors import LoRAConfigError
 from sglang.srt.lora.lora_registry import LoRANotFound, LoRARef, LoRARegistry
-from sglang.srt.lora.server_args_hook import parse_lora_paths
 
 
 def test_three_cli_forms_and_the_python_dict_give_deterministic_refs():

@@ -107,7 +107,7 @@ class ServerArgs:
     preferred_sampling_params: str | None = arg(None, Arg("a JSON object of sampling parameters used for any field a request does not "
                                                           "send, over --sampling-defaults (reported by /get_model_info)",
                                                           metavar="JSON", json_object=True), NS("serving"))
-    # -- LoRA adapters (sglang.srt.lora; normalised by sglang.srt.lora.server_args_hook before publish) --
+    # -- LoRA adapters (sglang.srt.lora; normalised by sglang.srt.arg_groups.lora_hook before publish) --
     enable_lora: bool | None = arg(None, Arg("serve LoRA adapters (set by --lora-paths)", resolvable=True), NS("lora"))
     lora_paths: list | None = arg(None, Arg("adapters loaded at start: PATH, NAME=PATH, or JSON {\"lora_name\", \"lora_path\", \"pinned\"}",
                                             resolvable=True, nargs="*", metavar="ADAPTER"), NS("lora"))

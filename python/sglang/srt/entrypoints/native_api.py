@@ -1,6 +1,7 @@
 """The SGLang-native routes, in upstream SGLang's shapes (its ``bench_serving --backend sglang`` and
 its frontend's ``RuntimeEndpoint`` read them): ``/generate``, ``/get_server_info``, ``/get_model_info``
-(and the ``/server_info``, ``/model_info`` aliases), ``/abort_request``, ``/start_profile``, ``/stop_profile``.
+(and the ``/server_info``, ``/model_info`` aliases), ``/abort_request``, ``/start_profile``, ``/stop_profile``,
+``/load_lora_adapter``, ``/unload_lora_adapter``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import sglang
-from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, ProfileRequest
+from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, LoadLoRARequest, ProfileRequest, UnloadLoRARequest
 from sglang.srt.entrypoints.openai.serving import error_event
 from sglang.utils.http_common import error
 from sglang.utils.openapi import SSE
@@ -81,8 +82,8 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         items = req.items()
         states = []
         try:
-            for text, ids, params, rid in items:
-                states.append(await engine.aopen_request(text, params, ids, rid=rid))
+            for (text, ids, params, rid), lora in zip(items, req.lora_paths()):
+                states.append(await engine.aopen_request(text, params, ids, rid=rid, lora_path=lora))
         except BaseException:
             for st in states:  # a later prompt was refused: the earlier ones must not run on
                 tm.abort(st.rid)
@@ -144,6 +145,16 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         else:
             return error(400, "pass the 'rid' of the request to abort, or abort_all: true", param="rid")
         return PlainTextResponse("")
+
+    @app.post("/load_lora_adapter")
+    async def load_lora_adapter(body: LoadLoRARequest) -> Any:
+        out = await asyncio.to_thread(engine.load_lora_adapter, body.lora_name, body.lora_path, body.pinned)
+        return out if out["success"] else JSONResponse(out, status_code=400)
+
+    @app.post("/unload_lora_adapter")
+    async def unload_lora_adapter(body: UnloadLoRARequest) -> Any:
+        out = await asyncio.to_thread(engine.unload_lora_adapter, body.lora_name)  # waits for the adapter's requests
+        return out if out["success"] else JSONResponse(out, status_code=400)
 
     @app.post("/start_profile", response_class=PlainTextResponse)
     async def start_profile(body: ProfileRequest | None = None) -> Any:

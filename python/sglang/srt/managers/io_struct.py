@@ -12,6 +12,7 @@ class TokenizedGenerateReqInput:
     input_ids: list[int]
     sampling_params: dict[str, Any]
     stream: bool = False
+    lora_id: str | None = None  # minted by the tokenizer manager's LoRA registry from the adapter's name; None: the base model
 
 
 @dataclass
@@ -62,6 +63,9 @@ class SchedulerStats:
     cached_pages: int
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
     dp_rank: int = 0  # the data-parallel replica that reports
+    lora_slots_used: int = 0  # LoRA adapter pool slots holding an adapter (0 of 0 without --enable-lora)
+    lora_slots_total: int = 0
+
 
 
 @dataclass
