@@ -64,7 +64,8 @@ class LoRAConfig:
             raise LoRAConfigError(f"{file}: not found; a LoRA adapter is a directory with {CONFIG_FILE} and adapter_model.safetensors "
                                   "(what PEFT's save_pretrained writes)")
         try:
-            cfg = json.loads(open(file, encoding="utf-8").read())
+            with open(file, encoding="utf-8") as fh:
+                cfg = json.loads(fh.read())
         except (OSError, ValueError) as exc:
             raise LoRAConfigError(f"{file}: not readable JSON ({exc})") from None
         if not isinstance(cfg, dict):
