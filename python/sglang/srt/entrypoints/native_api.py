@@ -25,6 +25,17 @@ if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
 
 
+# upstream's LoRAUpdateOutput: answered with 200, or 400 when success is false; a malformed body is the OpenAI error
+_LORA_UPDATE = {"type": "object", "required": ["success", "error_message", "loaded_adapters"],
+                "properties": {"success": {"type": "boolean"}, "error_message": {"type": ["string", "null"]},
+                               "loaded_adapters": {"type": "object", "additionalProperties": {"type": "string"}}}}
+LORA_UPDATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the adapter was loaded or unloaded", "content": {"application/json": {"schema": _LORA_UPDATE}}},
+    400: {"description": "not done (success false), or a malformed request (the OpenAI error body)",
+          "content": {"application/json": {"schema": {"anyOf": [_LORA_UPDATE, {"$ref": "#/components/schemas/ErrorResponse"}]}}}},
+}
+
+
 def _sse(stream: Any) -> StreamingResponse:
     return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -146,12 +157,12 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             return error(400, "pass the 'rid' of the request to abort, or abort_all: true", param="rid")
         return PlainTextResponse("")
 
-    @app.post("/load_lora_adapter")
+    @app.post("/load_lora_adapter", responses=LORA_UPDATE_RESPONSES)
     async def load_lora_adapter(body: LoadLoRARequest) -> Any:
         out = await asyncio.to_thread(engine.load_lora_adapter, body.lora_name, body.lora_path, body.pinned)
         return out if out["success"] else JSONResponse(out, status_code=400)
 
-    @app.post("/unload_lora_adapter")
+    @app.post("/unload_lora_adapter", responses=LORA_UPDATE_RESPONSES)
     async def unload_lora_adapter(body: UnloadLoRARequest) -> Any:
         out = await asyncio.to_thread(engine.unload_lora_adapter, body.lora_name)  # waits for the adapter's requests
         return out if out["success"] else JSONResponse(out, status_code=400)
