@@ -71,6 +71,7 @@ bench: install-test kernels
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py
 	$(PY) bench/structured.py
+	$(PY) bench/lora.py
 	$(PY) bench/quality.py
 	$(PY) bench/dp_routing.py
 	$(PY) bench/soak.py

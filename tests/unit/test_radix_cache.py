@@ -94,7 +94,7 @@ def test_lpm_orders_by_arrival_beyond_its_queue_limit(cache):
 
     class Waiting:
         def __init__(self, ids: list[int]) -> None:
-            self.fill_ids = ids
+            self.fill_ids, self.lora_id = ids, None
 
     c, a = cache
     c.insert([5, 5, 5, 5], a.alloc(2))

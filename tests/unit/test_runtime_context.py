@@ -63,8 +63,10 @@ def test_publish_projects_nested_bags_with_real_attributes(published):
     assert get_exec().graph.disable_cuda_graph is True
 
 
-def test_unbuilt_namespace_is_an_empty_bag(published):
-    assert get_lora().as_dict() == {}
+def test_lora_namespace_holds_the_lora_fields(published):
+    assert get_lora().as_dict() == {"enable_lora": None, "lora_paths": None, "max_loras_per_batch": 8, "max_lora_rank": None,
+                                    "lora_target_modules": None, "max_loaded_loras": None, "lora_eviction_policy": "lru",
+                                    "lora_backend": "torch_native"}
 
 
 def test_bags_are_sealed(published):

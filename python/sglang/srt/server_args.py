@@ -124,6 +124,19 @@ class ServerArgs:
     preferred_sampling_params: str | None = arg(None, Arg("a JSON object of sampling parameters used for any field a request does not "
                                                           "send, over --sampling-defaults (reported by /get_model_info)",
                                                           metavar="JSON", json_object=True), NS("serving"))
+    # -- LoRA adapters (sglang.srt.lora; normalised by sglang.srt.arg_groups.lora_hook before publish) --
+    enable_lora: bool | None = arg(None, Arg("serve LoRA adapters (set by --lora-paths)", resolvable=True), NS("lora"))
+    lora_paths: list | None = arg(None, Arg("adapters loaded at start: PATH, NAME=PATH, or JSON {\"lora_name\", \"lora_path\", \"pinned\"}",
+                                            resolvable=True, nargs="*", metavar="ADAPTER"), NS("lora"))
+    max_loras_per_batch: int = arg(8, Arg("adapter pool slots: most distinct adapters in one batch (the base model counts as one)"), NS("lora"))
+    max_lora_rank: int | None = arg(None, Arg("largest adapter rank the pool holds (default: the largest of --lora-paths)", resolvable=True), NS("lora"))
+    lora_target_modules: list | None = arg(None, Arg("modules adapters may target: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj "
+                                                     "qkv_proj gate_up_proj, or all (default: the union of --lora-paths)",
+                                                     resolvable=True, nargs="*", metavar="MODULE"), NS("lora"))
+    max_loaded_loras: int | None = arg(None, Arg("most adapters held in host memory (others are re-read from disk when asked for)"), NS("lora"))
+    lora_eviction_policy: str = arg("lru", Arg("which unpinned adapter leaves a full pool", choices=("lru", "fifo")), NS("lora"))
+    lora_backend: str = arg("torch_native", Arg("segmented adapter products (a registry: sglang.srt.lora.backend; torch_native runs on CPUs)"),
+                            NS("lora"))
     # -- observability -------------------------------------------------------
     log_level: str = arg("info", Arg("logging level", choices=("debug", "info", "warning", "error")), NS("observability"))
     log_requests: bool = arg(False, Arg("log every request and its output"), NS("observability"))

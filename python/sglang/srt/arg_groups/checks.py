@@ -29,6 +29,9 @@ def check_field_values(sa: Any) -> None:
         if value is None:
             _need(optional, f"{flag_of(f)} must be set ({_KIND.get(tp, tp.__name__)}), got None")
             continue
+        if tp is list:  # a list field also takes what late resolution normalises it to (a set) and, from Python, a dict
+            _need(isinstance(value, (list, tuple, set, frozenset, dict)), f"{flag_of(f)} must be a list, got {value!r}")
+            continue
         ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool)) or (tp is float and type(value) is int)
         ok = ok or (field_arg(f).json_object and isinstance(value, dict))
         _need(ok, f"{flag_of(f)} must be {_KIND.get(tp, tp.__name__)}, got {value!r} ({type(value).__name__})")

@@ -39,6 +39,9 @@ def add_cli_args(cls: type, parser: argparse.ArgumentParser) -> None:
         if tp is bool:
             group.add_argument(flag_of(f), dest=f.name, action="store_true", default=default, help=a.help)
             continue
+        if a.nargs is not None:  # a list of strings (e.g. --lora-paths A B)
+            group.add_argument(flag_of(f), dest=f.name, type=str, nargs=a.nargs, default=default, metavar=a.metavar, help=help_text)
+            continue
         group.add_argument(flag_of(f), dest=f.name, type=tp, default=default, choices=a.choices, metavar=a.metavar, help=help_text)
 
 
@@ -52,6 +55,8 @@ def given_flags(cls: type, parser: argparse.ArgumentParser, argv: list[str]) -> 
                 kwargs["action"] = "store_true"
             else:
                 kwargs["type"] = action.type
+                if action.nargs is not None:
+                    kwargs["nargs"] = action.nargs
             probe.add_argument(*action.option_strings, **kwargs)
     known, _ = probe.parse_known_args(argv)
     return frozenset(vars(known))

@@ -29,6 +29,7 @@ class Arg:
     metavar: str | None = None
     secret: bool = False  # never shown: dumps, logs and /get_server_info print "***"
     json_object: bool = False  # a JSON object: text on the command line; text or a dict from a constructor
+    nargs: str | None = None  # a list field's argparse nargs ("*": zero or more values)
 
 
 @dataclass(frozen=True)

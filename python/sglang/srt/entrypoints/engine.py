@@ -38,8 +38,9 @@ class _Submission:
     second does it, without the event loop (which may be closed by then)."""
 
     def __init__(self, tm: TokenizerManager, prompt: str | None, sampling_params: dict[str, Any] | None,
-                 input_ids: list[int] | None, rid: str | None, bootstrap: dict[str, Any] | None = None) -> None:
-        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid, bootstrap)
+                 input_ids: list[int] | None, rid: str | None, bootstrap: dict[str, Any] | None = None,
+                 lora_path: str | None = None) -> None:
+        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid, bootstrap, lora_path)
         self.lock = threading.Lock()
         self.state: ReqState | None = None
         self.gone = False
@@ -107,6 +108,9 @@ class Engine(Closing):
 
         load_plugins()
         server_args.check_server_args()
+        from sglang.srt.arg_groups.lora_hook import check_lora_server_args
+
+        check_lora_server_args(server_args)  # the lora namespace's late resolution (reads adapter files), before publish
         if server_args.nccl_port is None and (server_args.nnodes == 1 or server_args.use_ray):
             declare_late_resolution(server_args, "launcher: a free port for torch.distributed", nccl_port=free_port())
         self._port_args = port_args = PortArgs.init_new(server_args, self._detokenizer_input())
@@ -277,29 +281,43 @@ class Engine(Closing):
             self._abort_if_open(st)
 
     def generate(self, prompt: str | list[str] | None = None, sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
-                 input_ids: list[int] | list[list[int]] | None = None, stream: bool = False) -> Any:
+                 input_ids: list[int] | list[list[int]] | None = None, stream: bool = False,
+                 lora_path: str | list[str | None] | None = None) -> Any:
         """Generate for one prompt (a dict) or a list of prompts (a list of dicts).
 
         ``stream=True`` (single prompt) yields dicts with the cumulative ``text``
-        and the new ``delta``. Bad input raises :class:`RequestError`.
+        and the new ``delta``. ``lora_path``: a loaded LoRA adapter's name (None: the base model), or for a
+        batch one per prompt. Bad input raises :class:`RequestError`.
         """
         tm = self._tm()
         batch = isinstance(prompt, list) or (isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list))
         if not batch:
-            st = tm.submit(prompt, sampling_params, input_ids, stream)  # type: ignore[arg-type]
+            if isinstance(lora_path, list):
+                raise RequestError("lora_path is a list, but the prompt is single: pass one name or None", "lora_path")
+            st = tm.submit(prompt, sampling_params, input_ids, stream, lora_path=lora_path)  # type: ignore[arg-type]
             return self._stream(st) if stream else self._wait(st)
         if stream:
             raise RequestError("stream=True takes a single prompt")
         items = prompt if isinstance(prompt, list) else [None] * len(input_ids)  # type: ignore[arg-type]
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(items)
         ids = input_ids if input_ids is not None else [None] * len(items)
-        states = [tm.submit(p, sp, i) for p, sp, i in zip(items, params, ids)]
+        loras = lora_path if isinstance(lora_path, list) else [lora_path] * len(items)
+        if len(loras) != len(items):
+            raise RequestError(f"lora_path has {len(loras)} entries for {len(items)} prompts; pass one per prompt or a single one", "lora_path")
+        states: list[ReqState] = []
+        try:
+            for p, sp, i, lp in zip(items, params, ids, loras):
+                states.append(tm.submit(p, sp, i, lora_path=lp))
+        except BaseException:
+            for st in states:  # a later prompt was refused: the earlier ones must not run on
+                tm.abort(st.rid)
+            raise
         return [self._wait(st) for st in states]
 
     async def async_generate(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                             input_ids: list[int] | None = None, stream: bool = False) -> Any:
+                             input_ids: list[int] | None = None, stream: bool = False, lora_path: str | None = None) -> Any:
         """Async ``generate`` for one prompt; with ``stream=True`` returns an async iterator."""
-        st = self.open_request(prompt, sampling_params, input_ids)
+        st = self.open_request(prompt, sampling_params, input_ids, lora_path=lora_path)
         if stream:
             return self.stream_request(st)
         async for _ in self.stream_request(st):
@@ -307,20 +325,20 @@ class Engine(Closing):
         return self._result(st)
 
     def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                     input_ids: list[int] | None = None) -> ReqState:
+                     input_ids: list[int] | None = None, lora_path: str | None = None) -> ReqState:
         """Submit one request from inside a running event loop (tokenizes on the loop's thread)."""
-        return self._attach(self._tm().submit(prompt, sampling_params, input_ids))
+        return self._attach(self._tm().submit(prompt, sampling_params, input_ids, lora_path=lora_path))
 
     async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                             input_ids: list[int] | None = None, rid: str | None = None,
-                            bootstrap: dict[str, Any] | None = None) -> ReqState:
+                            bootstrap: dict[str, Any] | None = None, lora_path: str | None = None) -> ReqState:
         """``open_request`` with validation and tokenization in a worker thread (the HTTP server's path):
         a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it);
         ``bootstrap`` (``host``, ``port``, ``room``) pairs it with a prefill server (``--disaggregation-mode``)."""
         tm = self._tm()
         if rid is not None and rid in tm.states:
             raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
-        submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap)
+        submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap, lora_path)
         try:
             return self._attach(await asyncio.to_thread(submit.run))
         except asyncio.CancelledError:
@@ -363,6 +381,23 @@ class Engine(Closing):
 
     def flush_cache(self) -> None:
         self._tm().flush_cache()
+
+    # -- LoRA adapters (upstream's Engine API) --------------------------------------------------
+    def load_lora_adapter(self, lora_name: str, lora_path: str, pinned: bool = False) -> dict[str, Any]:
+        """Load a PEFT adapter directory as ``lora_name``: ``{"success", "error_message", "loaded_adapters"}``."""
+        tm = self._tm()
+        if tm.lora is None:
+            return {"success": False, "error_message": "LoRA is not enabled: start the engine with enable_lora=True "
+                    "(--enable-lora), max_lora_rank and lora_target_modules", "loaded_adapters": {}}
+        return tm.lora.load(lora_name, lora_path, pinned)
+
+    def unload_lora_adapter(self, lora_name: str) -> dict[str, Any]:
+        """Unload ``lora_name`` once its requests have finished; the same result shape as loading."""
+        tm = self._tm()
+        if tm.lora is None:
+            return {"success": False, "error_message": "LoRA is not enabled: start the engine with enable_lora=True (--enable-lora)",
+                    "loaded_adapters": {}}
+        return tm.lora.unload(lora_name)
 
     def start_profile(self, output_dir: str, num_steps: int | None = None) -> None:
         """Start the torch profiler in every scheduler rank (``/start_profile``)."""

@@ -104,8 +104,12 @@ def build_app(engine: Any, server_args: ServerArgs) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                                            "max_model_len": serving.context}]}
+        now = int(time.time())
+        base = {"id": name, "object": "model", "created": now, "owned_by": "sglang", "root": name, "parent": None,
+                "max_model_len": serving.context}
+        adapters = [{"id": r.lora_name, "object": "model", "created": now, "owned_by": "sglang", "root": r.lora_path, "parent": name,
+                     "max_model_len": serving.context} for r in (tm.lora.models() if tm.lora is not None else [])]
+        return {"object": "list", "data": [base, *adapters]}
 
     @app.post("/v1/completions", responses={200: {"content": SSE}})
     async def completions(req: CompletionRequest, request: Request) -> Any:

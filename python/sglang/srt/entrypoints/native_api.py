@@ -1,6 +1,7 @@
 """The SGLang-native routes, in upstream SGLang's shapes (its ``bench_serving --backend sglang`` and
 its frontend's ``RuntimeEndpoint`` read them): ``/generate``, ``/get_server_info``, ``/get_model_info``
-(and the ``/server_info``, ``/model_info`` aliases), ``/abort_request``, ``/start_profile``, ``/stop_profile``.
+(and the ``/server_info``, ``/model_info`` aliases), ``/abort_request``, ``/start_profile``, ``/stop_profile``,
+``/load_lora_adapter``, ``/unload_lora_adapter``.
 """
 
 from __future__ import annotations
@@ -12,16 +13,27 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import sglang
-from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, ProfileRequest
+from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, LoadLoRARequest, ProfileRequest, UnloadLoRARequest
 from sglang.srt.entrypoints.openai.serving import error_event
 from sglang.utils.http_common import error
 from sglang.utils.openapi import SSE
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
+
+
+# upstream's LoRAUpdateOutput: answered with 200, or 400 when success is false; a malformed body is the OpenAI error
+_LORA_UPDATE = {"type": "object", "required": ["success", "error_message", "loaded_adapters"],
+                "properties": {"success": {"type": "boolean"}, "error_message": {"type": ["string", "null"]},
+                               "loaded_adapters": {"type": "object", "additionalProperties": {"type": "string"}}}}
+LORA_UPDATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the adapter was loaded or unloaded", "content": {"application/json": {"schema": _LORA_UPDATE}}},
+    400: {"description": "not done (success false), or a malformed request (the OpenAI error body)",
+          "content": {"application/json": {"schema": {"anyOf": [_LORA_UPDATE, {"$ref": "#/components/schemas/ErrorResponse"}]}}}},
+}
 
 
 def _sse(stream: Any) -> StreamingResponse:
@@ -91,8 +103,8 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         items = req.items()
         states = []
         try:
-            for i, (text, ids, params, rid) in enumerate(items):
-                states.append(await engine.aopen_request(text, params, ids, rid=rid, bootstrap=_bootstrap(req, i)))
+            for i, ((text, ids, params, rid), lora) in enumerate(zip(items, req.lora_paths())):
+                states.append(await engine.aopen_request(text, params, ids, rid=rid, bootstrap=_bootstrap(req, i), lora_path=lora))
         except BaseException:
             for st in states:  # a later prompt was refused: the earlier ones must not run on
                 tm.abort(st.rid)
@@ -154,6 +166,16 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         else:
             return error(400, "pass the 'rid' of the request to abort, or abort_all: true", param="rid")
         return PlainTextResponse("")
+
+    @app.post("/load_lora_adapter", responses=LORA_UPDATE_RESPONSES)
+    async def load_lora_adapter(body: LoadLoRARequest) -> Any:
+        out = await asyncio.to_thread(engine.load_lora_adapter, body.lora_name, body.lora_path, body.pinned)
+        return out if out["success"] else JSONResponse(out, status_code=400)
+
+    @app.post("/unload_lora_adapter", responses=LORA_UPDATE_RESPONSES)
+    async def unload_lora_adapter(body: UnloadLoRARequest) -> Any:
+        out = await asyncio.to_thread(engine.unload_lora_adapter, body.lora_name)  # waits for the adapter's requests
+        return out if out["success"] else JSONResponse(out, status_code=400)
 
     @app.post("/start_profile", response_class=PlainTextResponse)
     async def start_profile(body: ProfileRequest | None = None) -> Any:

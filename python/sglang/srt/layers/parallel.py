@@ -7,6 +7,8 @@ row-parallel layers split input features and all-reduce their output.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,6 +29,9 @@ class _KernelMixin:
 
     kernel: LinearKernel | None = None
     weight: nn.Parameter
+    # set by the LoRA manager (sglang.srt.lora.layers.LoRALinear) on layers adapters may touch; it adds
+    # the adapter products of a forward with adapter rows and nothing otherwise
+    lora: Any = None
 
     def set_kernel(self, kernel: LinearKernel, drop_dense: bool) -> None:
         """Compute through ``kernel``; ``drop_dense``: it holds every byte it needs, the dense weight goes
@@ -70,7 +75,8 @@ class ColumnParallelLinear(_KernelMixin, nn.Module):
         return torch.cat([t[_shard(t.shape[0], self.tp_size, self.tp_rank, "output features")] for t in parts], 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._mm(x, self.bias)
+        out = self._mm(x, self.bias)
+        return out if self.lora is None else self.lora.apply(x, out)
 
 
 class RowParallelLinear(_KernelMixin, nn.Module):
@@ -94,7 +100,10 @@ class RowParallelLinear(_KernelMixin, nn.Module):
         return t[:, cols.start // per_col : cols.stop // per_col]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return tensor_model_parallel_all_reduce(self._mm(x, None))
+        out = self._mm(x, None)
+        if self.lora is not None:  # LoRA runs with --tp-size 1 only (sglang.srt.arg_groups.lora_hook)
+            out = self.lora.apply(x, out)
+        return tensor_model_parallel_all_reduce(out)
 
 
 class VocabParallelEmbedding(nn.Module):

@@ -13,6 +13,7 @@ class TokenizedGenerateReqInput:
     sampling_params: dict[str, Any]
     stream: bool = False
     bootstrap: dict[str, Any] | None = None  # prefill/decode disaggregation: host, port, room of the prefill side
+    lora_id: str | None = None  # minted by the tokenizer manager's LoRA registry from the adapter's name; None: the base model
 
 
 @dataclass
@@ -64,6 +65,9 @@ class SchedulerStats:
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
     dp_rank: int = 0  # the data-parallel replica that reports
     disagg: dict[str, float] = field(default_factory=dict)  # disaggregation queue gauges and failure counts, by metric name
+    lora_slots_used: int = 0  # LoRA adapter pool slots holding an adapter (0 of 0 without --enable-lora)
+    lora_slots_total: int = 0
+
 
 
 @dataclass

@@ -35,6 +35,8 @@ class _LoadGauges(Collector):
             "token_usage": ("fraction of KV pages in use (cached included)", lambda s: round(s.kv_used_pages / s.kv_total_pages, 4)),
             "used_pages": ("KV pages in use (cached included)", lambda s: s.kv_used_pages),
             "cached_pages": ("KV pages held by the prefix cache", lambda s: s.cached_pages),
+            "lora_pool_slots_used": ("LoRA adapter pool slots holding an adapter", lambda s: s.lora_slots_used),
+            "lora_pool_slots_total": ("LoRA adapter pool slots (--max-loras-per-batch; 0 without --enable-lora)", lambda s: s.lora_slots_total),
         }
         for name, (help_text, read) in gauges.items():
             family = GaugeMetricFamily(f"sglang_{name}", help_text, labels=["dp_rank"])

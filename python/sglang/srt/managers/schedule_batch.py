@@ -13,8 +13,10 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 class Req:
     """One generation request. ``kv_len`` tokens of ``fill_ids`` have KV in ``pages``."""
 
-    def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, sampler: RequestSampler, stream: bool) -> None:
+    def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, sampler: RequestSampler, stream: bool,
+                 lora_id: str | None = None) -> None:
         self.rid = rid
+        self.lora_id = lora_id  # the adapter's server-minted id (the tokenizer manager's registry), None: the base model
         self.origin_input_ids = input_ids
         self.params = params
         self.sampler = sampler

@@ -21,5 +21,5 @@ def order_waiting(waiting: Iterable[Req], policy: str, tree: Any) -> list[Req]:
         if len(reqs) > LPM_MAX_WAITING:
             return reqs
         # a read-only probe (no node split, no LRU refresh); sorted() is stable: equal matches keep arrival order
-        return sorted(reqs, key=lambda r: -tree.cached_len(r.fill_ids[:-1]))
+        return sorted(reqs, key=lambda r: -tree.cached_len(r.fill_ids[:-1], r.lora_id))
     raise ValueError(f"unknown schedule policy {policy!r}; supported: {POLICIES} (--schedule-policy)")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sglang.plugin_core.hooks.faults import fail_fast
 from sglang.srt.constrained.base_grammar_backend import GrammarError
 from sglang.srt.layers.sampler import RequestSampler
+from sglang.srt.lora.messages import LoRAUpdateOutput, LoRAUpdateReq
 from sglang.srt.managers.grammar_queue import GrammarQueue
 from sglang.srt.managers.io_struct import (
     AbortReq,
@@ -85,6 +86,7 @@ class Scheduler(FaultContainment, KVPages):
         self.profiler = RankProfiler(tp_rank, dp_rank)
         # --disaggregation-mode prefill|decode: the side's queues (sglang.srt.disaggregation.scheduler attaches it)
         self.disagg: Any = None
+        self.lora = runner.lora_manager  # None without --enable-lora
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -97,6 +99,20 @@ class Scheduler(FaultContainment, KVPages):
                 self.tree.reset()
         elif isinstance(msg, ProfileReq):
             self.profiler.handle(msg)
+        elif isinstance(msg, LoRAUpdateReq):
+            self.update_lora(msg)
+
+    def update_lora(self, msg: LoRAUpdateReq) -> None:
+        """Load or unload an adapter (the tokenizer manager's ``/load_lora_adapter`` and ``/unload_lora_adapter``)."""
+        if self.lora is None:
+            self.outbox.append(LoRAUpdateOutput(msg.req_id, False, "LoRA is not enabled: start the server with --enable-lora", self.dp_rank))
+            return
+        if msg.unload:
+            self.lora.unload(msg.ref.lora_id)
+            why = None
+        else:
+            why = self.lora.load(msg.ref)
+        self.outbox.append(LoRAUpdateOutput(msg.req_id, why is None, why, self.dp_rank))
 
     def add_request(self, msg: TokenizedGenerateReqInput) -> None:
         try:
@@ -111,9 +127,13 @@ class Scheduler(FaultContainment, KVPages):
             self.outbox.append(SchedulerError(msg.rid, f"the prompt has {len(msg.input_ids)} tokens; this server takes at most "
                                               f"{min(self.context_length, self.max_total_tokens) - 1} (context length {self.context_length})"))
             return
+        if msg.lora_id is not None and (self.lora is None or msg.lora_id not in self.lora.refs):
+            why = "LoRA is not enabled: start the server with --enable-lora" if self.lora is None else f"LoRA adapter {msg.lora_id} is not loaded"
+            self.outbox.append(SchedulerError(msg.rid, why))
+            return
         sampler = RequestSampler(params, self.seed, hash(msg.rid) & 0xFFFFFFFF)
         sampler.prompt_tokens = set(msg.input_ids)
-        req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream)
+        req = Req(msg.rid, list(msg.input_ids), params, sampler, msg.stream, msg.lora_id)
         req.bootstrap = msg.bootstrap
         if params.max_new_tokens == 0 and req.input_lp_from is None:  # nothing to compute; prompt log-probabilities need a prefill
             req.finished_reason = {"type": "length", "length": 0}
@@ -176,9 +196,16 @@ class Scheduler(FaultContainment, KVPages):
         cap = sched.max_running_requests or 1 << 30
         cands = ([self.chunked_req] if self.chunked_req else []) + order_waiting(self.waiting, sched.schedule_policy, self.tree)
         reqs, lens = [], []
+        adapters = {r.lora_id for r in self.running}  # one batch's distinct adapters must fit the pool
         for req in cands:
             if len(self.running) + len(reqs) >= cap or budget <= 0:
                 break
+            if self.lora is not None and req.lora_id not in adapters:
+                if not self.lora.fits(adapters | {req.lora_id}):
+                    if req is self.chunked_req:
+                        break  # a chunk in progress goes first, or nothing does
+                    continue  # it waits until a running adapter's requests finish; later requests may fit
+                adapters.add(req.lora_id)
             self._match_prefix(req)
             n = min(req.seq_len - req.kv_len, budget)
             if not self._ensure_pages(req, req.kv_len + n):
@@ -233,6 +260,8 @@ class Scheduler(FaultContainment, KVPages):
             [list(r.pages) for r in batch.reqs],
             [r.sampler if m else None for r, m in zip(batch.reqs, mask)],
         )
+        if self.lora is not None:
+            mwb.lora_ids = [r.lora_id for r in batch.reqs]
         if batch.mode is ForwardMode.EXTEND and any(r.input_lp_from is not None for r in batch.reqs):
             mwb.input_logprob_rows = [r.input_logprob_rows(n) for r, n in zip(batch.reqs, batch.extend_lens)]
             mwb.input_logprob_targets = [r.origin_input_ids[r.kv_len + span[0] + 1 : r.kv_len + span[1] + 1] if span else []
@@ -358,8 +387,9 @@ class Scheduler(FaultContainment, KVPages):
         cached = self.tree.cached_pages if self.tree is not None else 0
         from sglang.srt.plugins.hook_registry import HookRegistry
 
+        lora_used, lora_total = self.lora.stats() if self.lora is not None else (0, 0)
         return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
-                              self.dp_rank, self.disagg.queues() if self.disagg is not None else {})
+                              self.dp_rank, self.disagg.queues() if self.disagg is not None else {}, lora_used, lora_total)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked or (self.disagg is not None and self.disagg.busy()))

@@ -34,12 +34,13 @@ class KVPages:
         return True
 
     def _match_prefix(self, req: Req) -> None:
+        """Lock the longest cached prefix of ``req`` in its adapter's namespace (``lora_id``, minted by the server)."""
         if self.tree is None or req.kv_len or req.last_node is not None:
             return
         upto = len(req.fill_ids) - 1  # keep one token to compute
         if req.input_lp_from is not None and not req.output_ids:  # prompt log-probabilities need the logits from there on
             upto = min(upto, req.input_lp_from - 1)
-        pages, node = self.tree.match_prefix(req.fill_ids[:upto])
+        pages, node = self.tree.match_prefix(req.fill_ids[:upto], req.lora_id)
         self.tree.inc_lock_ref(node)
         req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
         req.kv_len = len(pages) * self.page_size
@@ -50,7 +51,7 @@ class KVPages:
         """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
         assert self.tree is not None
         n = req.kv_len // self.page_size
-        tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n])
+        tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n], req.lora_id)
         self.allocator.free([p for p, t in zip(req.pages[:n], tree_pages) if p != t])
         req.pages[:n] = tree_pages
         self.tree.inc_lock_ref(node)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from sglang.srt.configs.generation_config import request_defaults, with_defaults
+from sglang.srt.lora.messages import LoRAUpdateOutput
+from sglang.srt.lora.tokenizer_side import LoRAFrontend, LoRAUnavailable, acquire_lora
 from sglang.srt.managers.bootstrap_fields import check_bootstrap
 from sglang.srt.managers.data_parallel_controller import DataParallelController
 from sglang.srt.managers.io_struct import (
@@ -82,6 +84,7 @@ class ReqState:
     input_ids: list[int] = field(default_factory=list)  # kept only when prompt log-probabilities are asked for
     logprob_start_len: int = -1
     dp_rank: int = 0  # the data-parallel replica serving it
+    lora_id: str | None = None  # its adapter, released when it ends
     error: BaseException | None = None
     abort_sent: bool = False
     created: float = field(default_factory=time.perf_counter)
@@ -122,6 +125,7 @@ class TokenizerManager:
         self.gen_window: deque[tuple[float, int, int]] = deque(maxlen=4096)  # (time, tokens, replica) of recent outputs
         self.profile: ProfileReq | None = None
         self._ids = itertools.count()
+        self.lora = create_lora_frontend(self._send, len(replicas))  # None without --enable-lora
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
         self.thread.start()
@@ -144,10 +148,12 @@ class TokenizerManager:
         return self.tokenizer.encode(prompt)
 
     def submit(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None, input_ids: list[int] | None = None,
-               stream: bool = False, rid: str | None = None, bootstrap: dict[str, Any] | None = None) -> ReqState:
+               stream: bool = False, rid: str | None = None, bootstrap: dict[str, Any] | None = None,
+               lora_path: str | None = None) -> ReqState:
         """Validate, tokenize and send one request; raises :class:`RequestError` for bad input.
 
-        ``bootstrap`` (``host``, ``port``, ``room``): the prefill server a disaggregated request pairs with."""
+        ``bootstrap`` (``host``, ``port``, ``room``): the prefill server a disaggregated request pairs with.
+        ``lora_path``: the name of a loaded LoRA adapter (upstream's field name), None for the base model."""
         if self.dead is not None:
             raise EngineDeadError(str(self.dead)) from self.dead
         problem = check_bootstrap(self.server_args.disaggregation_mode, bootstrap)
@@ -171,15 +177,28 @@ class TokenizerManager:
             if params.logprob_start_len >= len(ids):
                 raise RequestError(f"logprob_start_len {params.logprob_start_len} must be below the prompt length ({len(ids)} tokens)", "logprob_start_len")
             state.input_ids, state.logprob_start_len = ids, params.logprob_start_len
+        state.lora_id = self._acquire_lora(lora_path)  # last: nothing below refuses the request, so the count is released once
         with self.lock:
             self.states[rid] = state
             dp = state.dp_rank = self.controller.route(rid, ids)
         self.metrics.requests.inc()
         self.metrics.prompt_tokens.inc(len(ids))
-        self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream, bootstrap), dp)
+        self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream, bootstrap, state.lora_id), dp)
         if self.server_args.log_requests:
             logger.info("request %s: %d prompt tokens, sampling %s", rid, len(ids), params.to_dict())
         return state
+
+    def _acquire_lora(self, name: Any) -> str | None:
+        try:
+            return acquire_lora(self.lora, name)
+        except LoRAUnavailable as exc:
+            raise RequestError(str(exc), "lora_path") from None
+
+    def _ended(self, st: ReqState) -> None:
+        """A request ended (finished, failed, or the engine died): its adapter is no longer in use."""
+        if self.lora is not None and st.lora_id is not None:
+            self.lora.release(st.lora_id)
+            st.lora_id = None
 
     def abort(self, rid: str) -> None:
         """Stop an unfinished request (its client went away); counted once however often it is called."""
@@ -252,6 +271,8 @@ class TokenizerManager:
             "num_running_reqs": st.num_running if st else 0,
             "num_waiting_reqs": st.num_waiting if st else 0,
             "token_usage": round(st.kv_used_pages / st.kv_total_pages, 4) if st and st.kv_total_pages else 0.0,
+            "lora_pool_slots_used": st.lora_slots_used if st else 0,
+            "lora_pool_slots_total": st.lora_slots_total if st else 0,
             "max_total_num_tokens": self.max_total_tokens,
             "context_length": self.context_length,
         }
@@ -275,6 +296,9 @@ class TokenizerManager:
                 self.replica_stats[msg.dp_rank] = msg
         elif isinstance(msg, SchedulerError):
             self._on_error(msg)
+        elif isinstance(msg, LoRAUpdateOutput):
+            if self.lora is not None:
+                self.lora.on_output(msg)
         elif isinstance(msg, EngineFatal):
             # a rank that stops because a peer died (a torch.distributed error) reports the symptom: name the
             # process that died first, when the launcher sees one
@@ -307,6 +331,7 @@ class TokenizerManager:
                 if reason is not None:
                     st.finished = reason
                     del self.states[rid]
+                    self._ended(st)
                     self.controller.finish(rid)
                     if self.server_args.log_requests:
                         logger.info("finished %s (%s, %d tokens): %r", rid, reason.get("type"), len(st.output_ids), st.text[:500])
@@ -327,6 +352,7 @@ class TokenizerManager:
             st = self.states.pop(rid, None)
             self.controller.finish(rid)
         if st is not None:
+            self._ended(st)
             st.error = err
             st.wake()
 
@@ -339,6 +365,7 @@ class TokenizerManager:
             for st in states:
                 self.controller.finish(st.rid)
         for st in states:
+            self._ended(st)
             st.error = err
             st.wake()
 
@@ -349,6 +376,16 @@ class TokenizerManager:
             sock.close(0)
         self.recv_sock.close(0)
         self.ctx.term()
+
+
+def create_lora_frontend(send: Callable[[Any, int | None], None], replicas: int) -> LoRAFrontend | None:
+    """The tokenizer manager's frontend when ``--enable-lora`` resolved on (``get_lora()``), else None."""
+    from sglang.srt.runtime_context import get_lora
+
+    cfg = get_lora()
+    if not cfg.enable_lora:
+        return None
+    return LoRAFrontend(list(cfg.lora_paths or []), cfg.max_loras_per_batch, send, replicas)
 
 
 def _load_tokenizer_and_defaults(server_args: ServerArgs) -> tuple[Any, dict[str, Any]]:

@@ -5,6 +5,10 @@ Keys are page-aligned: a node's key holds whole pages of tokens and its
 A node in use by a request is locked (``lock_ref`` > 0 on it and its
 ancestors) and never evicted; unlocked leaves are evicted least recently used
 first, their pages returned to the allocator.
+
+Every method takes a ``namespace`` (None: the base model): each LoRA adapter's KV lives under its own
+root, keyed by the server-minted ``lora_id`` of the request (never a client field), so the same prompt
+under two adapters, or under an adapter and the base model, never shares pages.
 """
 
 from __future__ import annotations
@@ -39,14 +43,23 @@ class RadixCache:
         self.page_size = page_size
         self.root = TreeNode()
         self.root.lock_ref = 1  # the root is never evicted
+        self.ns_roots: dict[str, TreeNode] = {}  # an adapter's root: a child of the root, held outside its children
         self.cached_pages = 0
+
+    def _root(self, namespace: str | None) -> TreeNode:
+        if namespace is None:
+            return self.root
+        node = self.ns_roots.get(namespace)
+        if node is None:
+            node = self.ns_roots[namespace] = TreeNode(self.root)
+        return node
 
     def _first(self, tokens: tuple[int, ...] | list[int], i: int) -> tuple[int, ...]:
         return tuple(tokens[i : i + self.page_size])
 
-    def match_prefix(self, tokens: list[int]) -> tuple[list[int], TreeNode]:
+    def match_prefix(self, tokens: list[int], namespace: str | None = None) -> tuple[list[int], TreeNode]:
         """Pages of the longest cached page-aligned prefix of ``tokens``, and its node."""
-        ps, node, pages, i = self.page_size, self.root, [], 0
+        ps, node, pages, i = self.page_size, self._root(namespace), [], 0
         node.last_access = time.monotonic()
         while len(tokens) - i >= ps:
             child = node.children.get(self._first(tokens, i))
@@ -61,13 +74,16 @@ class RadixCache:
             node = child
         return pages, node
 
-    def cached_len(self, tokens: list[int]) -> int:
+    def cached_len(self, tokens: list[int], namespace: str | None = None) -> int:
         """Tokens of the longest cached page-aligned prefix of ``tokens``: a read-only probe.
 
         Unlike ``match_prefix`` it splits no node and refreshes no LRU time, so
         ordering a queue by it leaves the tree and its eviction order as they were.
         """
-        ps, node, i = self.page_size, self.root, 0
+        node = self.root if namespace is None else self.ns_roots.get(namespace)
+        if node is None:  # an adapter nothing was cached for (and a probe creates no root)
+            return 0
+        ps, i = self.page_size, 0
         while len(tokens) - i >= ps:
             child = node.children.get(self._first(tokens, i))
             if child is None:
@@ -98,7 +114,7 @@ class RadixCache:
         upper.children[self._first(node.key, 0)] = node
         return upper
 
-    def insert(self, tokens: list[int], pages: list[int]) -> tuple[list[int], TreeNode]:
+    def insert(self, tokens: list[int], pages: list[int], namespace: str | None = None) -> tuple[list[int], TreeNode]:
         """Cache ``pages`` for the page-aligned ``tokens``.
 
         Returns the tree's pages for the whole key (already-cached positions
@@ -106,7 +122,7 @@ class RadixCache:
         """
         ps = self.page_size
         assert len(tokens) == len(pages) * ps, "insert takes whole pages"
-        cached, node = self.match_prefix(tokens)
+        cached, node = self.match_prefix(tokens, namespace)
         i = len(cached)
         if i < len(pages):
             leaf = TreeNode(node, tuple(tokens[i * ps :]), list(pages[i:]))
@@ -130,7 +146,7 @@ class RadixCache:
         return sum(len(n.pages) for n in self._nodes() if n.lock_ref == 0)
 
     def _nodes(self) -> list[TreeNode]:
-        out, stack = [], [self.root]
+        out, stack = [], [self.root, *self.ns_roots.values()]
         while stack:
             n = stack.pop()
             out.append(n)
@@ -139,7 +155,7 @@ class RadixCache:
 
     def evict(self, num_pages: int) -> int:
         """Free at least ``num_pages`` pages from unlocked leaves, LRU first; returns pages freed."""
-        heap = [n for n in self._nodes() if not n.children and n.lock_ref == 0 and n is not self.root]
+        heap = [n for n in self._nodes() if not n.children and n.lock_ref == 0 and n.key]  # roots have no key
         heapq.heapify(heap)
         freed = 0
         while heap and freed < num_pages:
@@ -150,7 +166,7 @@ class RadixCache:
             parent = leaf.parent
             assert parent is not None
             del parent.children[self._first(leaf.key, 0)]
-            if parent is not self.root and not parent.children and parent.lock_ref == 0:
+            if parent.key and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, parent)
         return freed
 

@@ -47,5 +47,7 @@ class ModelWorkerBatch:
     input_logprob_rows: list[tuple[int, int] | None] = field(default_factory=list)
     input_logprob_targets: list[list[int]] = field(default_factory=list)
     input_logprob_top: list[int] = field(default_factory=list)
+    # per request: the server-minted lora_id of its adapter, or None (the base model); empty: no adapter row
+    lora_ids: list[str | None] = field(default_factory=list)
     # filled by the worker: per request, one (logprob, [(token, logprob), ...]) per wanted row
     input_logprobs: list[list[Any]] = field(default_factory=list)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode, ModelWorkerBatch
-from sglang.srt.runtime_context import get_flags
+from sglang.srt.runtime_context import get_flags, get_lora
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
@@ -119,6 +119,11 @@ class ModelRunner:
         from sglang.srt.model_executor.hook_watch import HookWatch
 
         self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, self.weight_format.dense_dropped)
+        self.lora_manager = None
+        if get_lora().enable_lora:
+            from sglang.srt.lora.manager import LoRAManager
+
+            self.lora_manager = LoRAManager(self.model, get_lora(), self.dtype, self.device)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -210,6 +215,8 @@ class ModelRunner:
         ``input_logprob_rows``) one row per wanted prompt position, in request order."""
         self.hook_watch.check()  # hooks applied or restored since the last step: honoured, or reported once
         fb = self.build_forward_batch(b)
+        if self.lora_manager is not None and any(i is not None for i in b.lora_ids):
+            return self._forward_with_adapters(b, fb)
         with self.platform.inference_mode():
             # replay through the platform's graph runner only where capture is enabled
             if fb.mode is ForwardMode.DECODE and get_flags().capture.enabled and self.graph_runner.can_run(fb.batch_size):
@@ -219,3 +226,14 @@ class ModelRunner:
             if self.fused_decode is not None and self.fused_decode.takes_extend(fb):
                 return self.fused_decode.run_extend(fb)
             return self._run_model(fb)
+
+    def _forward_with_adapters(self, b: ModelWorkerBatch, fb: ForwardBatch) -> torch.Tensor:
+        """A forward with adapter rows runs the eager model: the fused plan, a captured graph and the compiled
+        step stand aside (they have no adapter products); base-only forwards keep them."""
+        assert self.lora_manager is not None
+        self.lora_manager.prepare(b.lora_ids, fb.extend_lens)
+        try:
+            with self.platform.inference_mode():
+                return self._run_model(fb)
+        finally:
+            self.lora_manager.finish()

@@ -1,9 +1,8 @@
 """Upstream request fields this server does not implement, and the value of each that means "nothing".
 
-Upstream's clients send some of them on every request with that value (``bench_serving`` sends
-``"lora_path": null``; its SDKs send ``"return_hidden_states": false``): such a request is served,
-the field dropped. Any other value is a 400 naming the field and why (for ``lora_path``: LoRA
-serving, upstream's ``--enable-lora``). This is the one table: the HTTP models
+Upstream's clients send some of them on every request with that value (its SDKs send
+``"return_hidden_states": false``): such a request is served, the field dropped. Any other value is a
+400 naming the field and why. This is the one table: the HTTP models
 (``sglang.srt.entrypoints.openai.protocol``) and the engine (``SamplingParams.from_dict``, for the
 ``sampling_params`` rows) both read it; ``docs/server.md`` lists it.
 """
@@ -37,15 +36,15 @@ class Neutral:
         return f"{name}={json.dumps(v)[:80]} is not supported: {self.why}; send {shown} or omit the field"
 
 
-_LORA = "this server serves no LoRA adapters (upstream loads them with --enable-lora, which is not implemented here)"
+_LORA_ID = "an adapter's id is minted by the server; name the adapter with lora_path"
 _PD = "upstream's pair keys and prefill/decode servers of different tensor-parallel sizes are not implemented"
 _MM = "multimodal inputs are not implemented; send text"
 _DP = "routing to a chosen data-parallel replica is not implemented (--load-balance-method picks it)"
 _NO_REASONING = "there is no --reasoning-parser, so the output has no separate reasoning"
 
 NEUTRAL: dict[str, Neutral] = {
-    "lora_path": Neutral((None,), _LORA, ALL),
-    "lora_id": Neutral((None,), _LORA, (GENERATE,)),
+    # lora_path is a real field (a loaded adapter's name); the id is minted by the server and never read from a client
+    "lora_id": Neutral((None,), _LORA_ID, (GENERATE,)),
     "custom_logit_processor": Neutral((None,), "custom logit processors are not implemented (upstream: --enable-custom-logit-processor)", ALL),
     "custom_params": Neutral((None,), "custom logit processors are not implemented (upstream: --enable-custom-logit-processor)",
                              (*OPENAI, SAMPLING)),

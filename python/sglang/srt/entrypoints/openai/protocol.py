@@ -153,6 +153,9 @@ class ResponseFormat(_Req):
         return None
 
 
+AdapterName = Annotated[StrictStr, Field(min_length=1, max_length=256), _unicode]
+
+
 class _Bootstrap(_Req):
     """Where a disaggregated request's KV comes from (a router adds them; see docs/scale_out.md): the prefill
     server's bootstrap endpoint and the room pairing its prefill with this decode. ``bootstrap_room`` is one
@@ -178,6 +181,8 @@ class _Bootstrap(_Req):
 
 class _Sampling(_NoEffect, _Bootstrap):
     model: Text | None = None
+    # a loaded LoRA adapter's name (upstream's field name; model="base:adapter" also selects one and wins)
+    lora_path: AdapterName | None = None
     max_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
     max_completion_tokens: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] | None = None
     temperature: limited("temperature") | None = None
@@ -361,6 +366,8 @@ class GenerateRequest(create_model("_GenerateFields", __base__=_Bootstrap, **neu
     logprob_start_len: limited("logprob_start_len") = -1
     return_text_in_logprobs: StrictBool = False
     rid: Annotated[StrictStr, Field(min_length=1, max_length=128)] | Annotated[list[Annotated[StrictStr, Field(min_length=1, max_length=128)]], Field(min_length=1, max_length=MAX_BATCH)] | None = None
+    # a loaded LoRA adapter's name, or one (or null: the base model) per prompt of a batch
+    lora_path: AdapterName | Annotated[list[AdapterName | None], Field(min_length=1, max_length=MAX_BATCH)] | None = None
 
     @model_validator(mode="after")
     def _one_prompt_kind(self) -> GenerateRequest:
@@ -369,7 +376,7 @@ class GenerateRequest(create_model("_GenerateFields", __base__=_Bootstrap, **neu
         n = self.batch_size
         if n is not None and self.stream:
             raise ValueError("stream takes a single prompt; send one streaming request per prompt")
-        for name in ("sampling_params", "rid"):
+        for name in ("sampling_params", "rid", "lora_path"):
             v = getattr(self, name)
             if isinstance(v, list) and len(v) != (n or 1):
                 raise ValueError(f"{name} has {len(v)} entries for {n or 1} prompts; pass one per prompt or a single one")
@@ -383,6 +390,11 @@ class GenerateRequest(create_model("_GenerateFields", __base__=_Bootstrap, **neu
         if isinstance(self.input_ids, list) and self.input_ids and isinstance(self.input_ids[0], list):
             return len(self.input_ids)
         return None
+
+    def lora_paths(self) -> list[str | None]:
+        """The adapter name of each prompt (None: the base model)."""
+        n = self.batch_size or 1
+        return list(self.lora_path) if isinstance(self.lora_path, list) else [self.lora_path] * n
 
     def items(self) -> list[tuple[str | None, list[int] | None, dict[str, Any], str | None]]:
         """One ``(text, input_ids, sampling params, rid)`` per prompt, the log-probability fields folded in."""
@@ -403,6 +415,18 @@ class GenerateRequest(create_model("_GenerateFields", __base__=_Bootstrap, **neu
 class AbortRequest(_Req):
     rid: StrictStr = ""
     abort_all: StrictBool = False
+
+
+class LoadLoRARequest(_Req):
+    """``POST /load_lora_adapter``: a PEFT adapter directory on the server, served as ``lora_name``."""
+
+    lora_name: AdapterName
+    lora_path: Annotated[StrictStr, Field(min_length=1, max_length=4096), _unicode]
+    pinned: StrictBool = False
+
+
+class UnloadLoRARequest(_Req):
+    lora_name: AdapterName
 
 
 class ProfileRequest(_Req):

@@ -94,6 +94,15 @@ class OpenAIServing:
         if name is not None and name != self.model and name != "default":
             raise ModelNotFound(f"The model '{name}' does not exist; this server serves '{self.model}' (see GET /v1/models)")
 
+    def adapter_of(self, req: _Sampling) -> str | None:
+        """The LoRA adapter a request selects: ``model="base:adapter"`` (split on the first colon after the served
+        name), else its ``lora_path``; None for the base model. The base part must be the served model."""
+        from sglang.srt.lora.tokenizer_side import split_model
+
+        base, adapter = split_model(req.model, self.model)
+        self.check_model(base)
+        return adapter if adapter is not None else req.lora_path
+
     # -- requests -----------------------------------------------------------------------
     def _chat_ids(self, req: ChatCompletionRequest, plan: ToolPlan | None) -> list[int]:
         messages = []
@@ -140,6 +149,7 @@ class OpenAIServing:
         """``req.n`` requests per prompt, prompt-major (choice index = prompt index * n + sample index)."""
         states: list[Any] = []
         try:
+            adapter = self.adapter_of(req)
             for ids in prompts:
                 sp = {**sampling_params(req, len(ids), self.context, logprobs), **(extra or {})}
                 if prompt_logprobs:
@@ -148,7 +158,8 @@ class OpenAIServing:
                     p = dict(sp)
                     if req.seed is not None and req.n > 1:
                         p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
-                    states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p, bootstrap=_bootstrap(req, len(states))))
+                    states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p, bootstrap=_bootstrap(req, len(states)),
+                                                                  lora_path=adapter))
         except BaseException:
             for st in states:  # a later choice was refused: the earlier ones must not run on
                 self.engine.tokenizer_manager.abort(st.rid)
@@ -183,7 +194,7 @@ class OpenAIServing:
         return states, rid, created, None
 
     async def completion(self, req: CompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
-        self.check_model(req.model)
+        self.adapter_of(req)  # an unknown model is a 404 before any work
         prompts = await asyncio.to_thread(self._prompt_ids, req)
         logprobs = (req.logprobs or 0) + 1 if req.logprobs is not None else 0
         echo_logprobs = req.echo and req.logprobs is not None  # the prompt's log-probabilities too (lm-eval's log-likelihood)
@@ -225,7 +236,7 @@ class OpenAIServing:
         return parse_tool_calls(text, set(plan.names))
 
     async def chat(self, req: ChatCompletionRequest) -> dict[str, Any] | AsyncIterator[str]:
-        self.check_model(req.model)
+        self.adapter_of(req)  # an unknown model is a 404 before any work
         choice = req.tool_choice.model_dump() if req.tool_choice is not None and not isinstance(req.tool_choice, str) else req.tool_choice
         plan = plan_tools([t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None, choice, req.parallel_tool_calls)
         ids = await asyncio.to_thread(self._chat_ids, req, plan)
