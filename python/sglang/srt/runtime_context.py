@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 # of them, and tests/unit/test_runtime_context.py keeps it exact both ways (a reader appears: drop
 # the entry; a new accessor nobody reads: list it here with the reason).
 RESERVED_BY_SPEC: dict[str, str] = {
-    "get_spec": "speculative decoding is not implemented",
     "get_disagg": "prefill/decode disaggregation is not implemented",
     "get_lora": "LoRA adapters are not implemented",
     "get_mm": "multimodal inputs are not implemented in the SRT runtime",

@@ -66,6 +66,9 @@ def check_server_args(sa: Any) -> None:
         _need(sa.context_length >= 1, f"--context-length must be >= 1, got {sa.context_length}")
     _need(sa.torch_compile_max_bs >= 1, f"--torch-compile-max-bs must be >= 1, got {sa.torch_compile_max_bs}")
     _check_sampling_defaults(sa)
+    from sglang.srt.arg_groups.speculative import check_speculative
+
+    check_speculative(sa)
     if sa.dist_init_addr:
         host, sep, port = sa.dist_init_addr.rpartition(":")
         _need(bool(sep and host and port.isdigit()), f"--dist-init-addr must be HOST:PORT, got {sa.dist_init_addr!r}")

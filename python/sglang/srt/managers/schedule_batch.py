@@ -33,6 +33,7 @@ class Req:
         self.input_logprobs: list[Any] = []
         self.input_lp_sent = False
         self.aborted = False
+        self.spec: Any = None  # speculative decoding's per-request counters (speculative.ngram_worker.ReqSpec)
 
     def input_logprob_rows(self, n: int) -> tuple[int, int] | None:
         """Rows ``[lo, hi)`` of the next ``n`` new tokens whose logits give prompt log-probabilities still missing."""
@@ -59,7 +60,16 @@ class ScheduleBatch:
     mode: ForwardMode
     reqs: list[Req]
     extend_lens: list[int] = field(default_factory=list)
+    drafts: list[list[int]] = field(default_factory=list)  # TARGET_VERIFY: per request, the drafts after its last token
 
     def sample_mask(self) -> list[bool]:
-        """A request samples when this forward reaches the end of its ``fill_ids``."""
+        """A request samples when this forward reaches the end of its ``fill_ids`` (a verify: every request)."""
+        if self.mode is ForwardMode.TARGET_VERIFY:
+            return [True] * len(self.reqs)
         return [r.kv_len + n == r.seq_len for r, n in zip(self.reqs, self.extend_lens)]
+
+    def new_tokens(self) -> list[list[int]]:
+        """Per request, the tokens whose KV this forward computes (a verify: the last token, then its drafts)."""
+        if self.mode is ForwardMode.TARGET_VERIFY:
+            return [r.fill_ids[r.kv_len : r.kv_len + 1] + d for r, d in zip(self.reqs, self.drafts)]
+        return [r.fill_ids[r.kv_len : r.kv_len + n] for r, n in zip(self.reqs, self.extend_lens)]

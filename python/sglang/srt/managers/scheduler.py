@@ -217,7 +217,7 @@ class Scheduler(FaultContainment, KVPages):
         mask = batch.sample_mask()
         mwb = ModelWorkerBatch(
             batch.mode,
-            [r.fill_ids[r.kv_len : r.kv_len + n] for r, n in zip(batch.reqs, batch.extend_lens)],
+            batch.new_tokens(),
             [r.kv_len for r in batch.reqs],
             [list(r.pages) for r in batch.reqs],
             [r.sampler if m else None for r, m in zip(batch.reqs, mask)],
@@ -227,6 +227,7 @@ class Scheduler(FaultContainment, KVPages):
             mwb.input_logprob_targets = [r.origin_input_ids[r.kv_len + span[0] + 1 : r.kv_len + span[1] + 1] if span else []
                                          for r, span in zip(batch.reqs, mwb.input_logprob_rows)]
             mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
+        mwb.drafts = batch.drafts
         self.forward_ct += 1
         result = self.tp_worker.forward_batch_generation(mwb)
         self.profiler.step()
