@@ -38,6 +38,7 @@ class BatchTokenIDOut:
     skip_special_tokens: list[bool]
     stop_strings: list[list[str]]
     input_logprobs: list[list[Any] | None]  # prompt log-probabilities, with a request's first output only
+    spec: list[dict[str, Any] | None] = field(default_factory=list)  # speculative decoding's meta_info fields (None: off)
 
 
 @dataclass
@@ -62,6 +63,9 @@ class SchedulerStats:
     cached_pages: int
     hook_failures: list[dict[str, Any]] = field(default_factory=list)  # HookRegistry.call_failures() of the scheduler
     dp_rank: int = 0  # the data-parallel replica that reports
+    # speculative decoding (None: off): accepted tokens per verify step and accepted / proposed drafts since /flush_cache
+    spec_accept_length: float | None = None
+    spec_accept_rate: float | None = None
 
 
 @dataclass

@@ -36,6 +36,10 @@ class _LoadGauges(Collector):
             "used_pages": ("KV pages in use (cached included)", lambda s: s.kv_used_pages),
             "cached_pages": ("KV pages held by the prefix cache", lambda s: s.cached_pages),
         }
+        if any(s is not None and s.spec_accept_length is not None for s in reports):  # speculative decoding is on
+            gauges["spec_accept_length"] = ("tokens a verify step emits on average (bonus token included), since /flush_cache",
+                                            lambda s: s.spec_accept_length or 0.0)
+            gauges["spec_accept_rate"] = ("accepted / proposed draft tokens, since /flush_cache", lambda s: s.spec_accept_rate or 0.0)
         for name, (help_text, read) in gauges.items():
             family = GaugeMetricFamily(f"sglang_{name}", help_text, labels=["dp_rank"])
             for dp, s in enumerate(reports):

@@ -83,6 +83,9 @@ class Scheduler(FaultContainment, KVPages):
         self.forward_ct = 0
         self.seed = get_exec().random_seed
         self.profiler = RankProfiler(tp_rank, dp_rank)
+        from sglang.srt.speculative.ngram_worker import NgramSpeculator
+
+        self.spec = NgramSpeculator.create(self)  # None unless --speculative-algorithm NGRAM
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -93,6 +96,8 @@ class Scheduler(FaultContainment, KVPages):
         elif isinstance(msg, FlushCacheReq):
             if self.tree is not None:
                 self.tree.reset()
+            if self.spec is not None:
+                self.spec.flush()
         elif isinstance(msg, ProfileReq):
             self.profiler.handle(msg)
 
@@ -203,7 +208,8 @@ class Scheduler(FaultContainment, KVPages):
             self._retract(victim)
         if not self.running:
             return None
-        return ScheduleBatch(ForwardMode.DECODE, list(self.running), [1] * len(self.running))
+        batch = ScheduleBatch(ForwardMode.DECODE, list(self.running), [1] * len(self.running))
+        return batch if self.spec is None else self.spec.plan(batch)  # a verify batch when some request has drafts
 
     def _retract(self, req: Req) -> None:
         """Free a running request's pages and queue it again; its tokens are kept."""
@@ -240,6 +246,9 @@ class Scheduler(FaultContainment, KVPages):
 
         A request whose bookkeeping raises (a stop-string check, a hook) fails alone.
         """
+        if batch.mode is ForwardMode.TARGET_VERIFY:
+            self.spec.commit(batch, result)  # type: ignore[union-attr, arg-type]
+            return
         tokens, infos = result
         done: list[Req] = []
         for req, n, tok, info in zip(batch.reqs, batch.extend_lens, tokens, infos):
@@ -344,8 +353,11 @@ class Scheduler(FaultContainment, KVPages):
         cached = self.tree.cached_pages if self.tree is not None else 0
         from sglang.srt.plugins.hook_registry import HookRegistry
 
-        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
-                              self.dp_rank)
+        stats = SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
+                               self.dp_rank)
+        if self.spec is not None:
+            stats.spec_accept_length, stats.spec_accept_rate = self.spec.avg_accept_length or 0.0, self.spec.accept_rate or 0.0
+        return stats
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked)

@@ -147,6 +147,8 @@ class NgramSpeculator:
     def commit(self, batch: ScheduleBatch, result: tuple[list[list[int]], list[list[Any]]]) -> None:
         """Append each request's emitted tokens (finish checks per token), free rejected drafts' pages."""
         from sglang.plugin_core.hooks.faults import fail_fast
+        from sglang.srt.managers.scheduler_output import build_output
+
         s = self.sched
         plain = type(batch)(ForwardMode.DECODE, [], [])
         done: list[Req] = []
@@ -162,11 +164,13 @@ class NgramSpeculator:
                 s.fail_request(req, exc)
                 continue
             done.append(req)
-        out = s.build_output(done)
+        out = build_output(done)
         if out is not None:
             s.outbox.append(out)
 
     def _commit_one(self, req: Req, drafts: list[int], toks: list[int], infos: list[Any]) -> None:
+        from sglang.srt.managers.scheduler_output import check_finished
+
         s = self.sched
         n = 0
         for t, info in zip(toks, infos):
@@ -176,7 +180,7 @@ class NgramSpeculator:
             if info is not None:
                 req.pending_logprobs.append(info)
             n += 1
-            req.finished_reason = {"type": "abort"} if req.aborted else s.check_finished(req, t, s.eos_ids, s.tokenizer, s.context_length)
+            req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, t, s.eos_ids, s.tokenizer, s.context_length)
             if req.finished_reason is not None:
                 break  # the rest of the emitted tokens are dropped
         accepted = min(n, len(toks) - 1)  # drafts among the committed tokens (the last emitted one is the target's)
