@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from inproc_scheduler import scheduler  # noqa: E402
+from inproc_scheduler import scheduler
 
 
 def main() -> None:

@@ -85,7 +85,7 @@ class Scheduler(FaultContainment, KVPages):
         self.profiler = RankProfiler(tp_rank, dp_rank)
         from sglang.srt.speculative.ngram_worker import NgramSpeculator
 
-        self.spec = NgramSpeculator.create(self)  # None unless --speculative-algorithm NGRAM
+        self.spec = NgramSpeculator.create(self, check_finished, build_output)  # None unless --speculative-algorithm NGRAM
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,9 +62,11 @@ class ReqSpec:
 
 
 class NgramSpeculator:
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self, scheduler: Any, check_finished: Callable[..., Any], build_output: Callable[[list[Any]], Any]) -> None:
         spec = get_spec()
         self.sched = scheduler
+        # the scheduler's finish check and output message, handed in: this package does not import managers (layering)
+        self.check_finished, self.build_output = check_finished, build_output
         self.store = NgramStore(spec.speculative_ngram_min_match_window_size, spec.speculative_ngram_max_match_window_size,
                                 spec.speculative_ngram_max_trie_depth, spec.speculative_ngram_capacity, spec.speculative_ngram_match_type)
         self.reset_stats()
@@ -71,7 +74,8 @@ class NgramSpeculator:
         self.last_log = (time.monotonic(), 0)
 
     @classmethod
-    def create(cls, scheduler: Any) -> NgramSpeculator | None:
+    def create(cls, scheduler: Any, check_finished: Callable[..., Any], build_output: Callable[[list[Any]], Any]) -> NgramSpeculator | None:
+        """The speculator ``--speculative-algorithm`` asks for (None: off)."""
         algo = get_spec().speculative_algorithm
         if algo is None:
             return None
@@ -79,7 +83,7 @@ class NgramSpeculator:
             raise ValueError(f"--speculative-algorithm {algo} is not implemented; use NGRAM")
         logger.info("speculative decoding: NGRAM, up to %d tokens verified per request and step, off at %d running requests "
                     "(the compute knee)", get_spec().speculative_num_draft_tokens, COMPUTE_KNEE)
-        return cls(scheduler)
+        return cls(scheduler, check_finished, build_output)
 
     def reset_stats(self) -> None:
         """Server-level counters (``avg_spec_accept_length``): reset by ``/flush_cache``."""
@@ -147,7 +151,6 @@ class NgramSpeculator:
     def commit(self, batch: ScheduleBatch, result: tuple[list[list[int]], list[list[Any]]]) -> None:
         """Append each request's emitted tokens (finish checks per token), free rejected drafts' pages."""
         from sglang.plugin_core.hooks.faults import fail_fast
-        from sglang.srt.managers.scheduler_output import build_output
 
         s = self.sched
         plain = type(batch)(ForwardMode.DECODE, [], [])
@@ -164,13 +167,11 @@ class NgramSpeculator:
                 s.fail_request(req, exc)
                 continue
             done.append(req)
-        out = build_output(done)
+        out = self.build_output(done)
         if out is not None:
             s.outbox.append(out)
 
     def _commit_one(self, req: Req, drafts: list[int], toks: list[int], infos: list[Any]) -> None:
-        from sglang.srt.managers.scheduler_output import check_finished
-
         s = self.sched
         n = 0
         for t, info in zip(toks, infos):
@@ -180,7 +181,7 @@ class NgramSpeculator:
             if info is not None:
                 req.pending_logprobs.append(info)
             n += 1
-            req.finished_reason = {"type": "abort"} if req.aborted else check_finished(req, t, s.eos_ids, s.tokenizer, s.context_length)
+            req.finished_reason = {"type": "abort"} if req.aborted else self.check_finished(req, t, s.eos_ids, s.tokenizer, s.context_length)
             if req.finished_reason is not None:
                 break  # the rest of the emitted tokens are dropped
         accepted = min(n, len(toks) - 1)  # drafts among the committed tokens (the last emitted one is the target's)
