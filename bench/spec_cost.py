@@ -4,7 +4,7 @@ One scheduler in this process (the default model unless ``--dtype``/``--quantiza
 one request with ``--cached`` tokens of KV. For each width ``M`` it times one forward of ``M`` rows:
 a ``TARGET_VERIFY`` of the request's last token and ``M - 1`` drafts (what batch 1 speculating pays),
 and a DECODE step of ``M`` requests (what a batch of ``M`` pays without speculation). Widths are
-interleaved round after round and the median kept; everything is printed relative to one decode row.
+interleaved round after round and the fastest of the rounds kept (the least disturbed on a shared machine); everything is printed relative to one decode row.
 
     .venv/bin/python bench/spec_cost.py [--widths 1,2,...] [--rounds 7]
 """
@@ -12,7 +12,6 @@ interleaved round after round and the median kept; everything is printed relativ
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -58,11 +57,11 @@ def main() -> None:
             t0 = time.perf_counter()
             s.run_batch(b)  # KV of the same slot rewritten: nothing advances, every round times the same step
             decode_t[m].append(time.perf_counter() - t0)
-    t1 = statistics.median(decode_t[1])
+    t1 = min(decode_t[1])
     print(f"one decode row: {t1 * 1e3:.2f} ms ({args.cached} cached tokens, dtype {args.dtype})")
     print(f"{'rows':>4} {'verify ms':>10} {'verify/T1':>10} {'per extra row':>14} {'decode ms':>10} {'decode/T1':>10}")
     for m in widths:
-        v, d = statistics.median(verify_t[m]), statistics.median(decode_t[m])
+        v, d = min(verify_t[m]), min(decode_t[m])
         per = (v / t1 - 1) / (m - 1) if m > 1 else 0.0
         print(f"{m:>4} {v * 1e3:>10.2f} {v / t1:>10.2f} {per:>14.3f} {d * 1e3:>10.2f} {d / t1:>10.2f}")
 

@@ -120,8 +120,8 @@ def main() -> None:
             b, s = toks["base"] / wall["base"], toks["spec"] / wall["spec"]
             acc = spec_toks / verify if verify else float("nan")
             print(f"{name:<16} {b:>10.1f} {s:>10.1f} {s / b:>6.2f}x {acc:>11.2f} {avg if avg is not None else float('nan'):>11.2f}")
-        # concurrency 16: 32 open-chat requests, both servers in turn
-        prompts = [chat(f"{p} (variation {i})") for i in range(8) for p in WORKLOADS["open chat"]]
+        # concurrency 16: 16 open-chat requests, both servers in turn
+        prompts = [chat(f"{p} (variation {i})") for i in range(4) for p in WORKLOADS["open chat"]]
         res = {}
         for who in ["base", "spec", "spec", "base"]:
             post(servers[who], "/flush_cache")

@@ -217,11 +217,11 @@ def _chi2_sf(x: float, k: int) -> float:
 def test_sampled_tokens_after_drafted_positions_follow_the_same_distribution(pair):
     plain, spec = pair
     pos = 3  # the 4th output token: produced by a verify step whose drafts cover it (the list repeats)
-    want, _ = _counts(plain, 240, pos)
+    want, _ = _counts(plain, 160, pos)
     spec.spec.flush()
-    got, metas = _counts(spec, 240, pos)
-    assert sum(m["spec_num_proposed_drafts"] for m in metas) > 240  # speculation ran
-    assert sum(m["spec_num_correct_drafts"] for m in metas) > 60  # and its drafts were accepted
+    got, metas = _counts(spec, 160, pos)
+    assert sum(m["spec_num_proposed_drafts"] for m in metas) > 160  # speculation ran
+    assert sum(m["spec_num_correct_drafts"] for m in metas) > 40  # and its drafts were accepted
     assert len(want) > 1  # the position is not deterministic at this temperature
     p, dof = _homogeneity_p(want, got)
     assert dof >= 1 and p > 1e-3, (p, want, got)

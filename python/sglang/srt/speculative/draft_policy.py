@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import os
 
-# Measured on the project's 2-core AVX2 EPYC, default model (float32 + gguf_q4, fused plan), batch 1 with
-# ~300 cached tokens (bench/speculative.py --cost): a verify of 1+k rows costs 1 + VERIFY_ROW_COST * k
-# decode steps for k <= 7, and past 8 rows in all the step time grows with the rows (the knee).
-VERIFY_ROW_COST = 0.12
-COMPUTE_KNEE = int(os.environ.get("SGLANG_SPEC_COMPUTE_KNEE", "8"))
+# bench/spec_cost.py (default model, one request with 300 cached tokens, fastest of 25 rounds) on the shared
+# 2-core AVX-512 EPYC while other jobs kept its load average near 10, so every figure carries that noise
+# (docs/benchmarks.md, "Speculative decoding"): a TARGET_VERIFY forward of 1 + k rows cost 1.16-5.0 decode
+# rows for k = 0..15, 0.26-0.36 of a decode row per extra row for k >= 3 (0.14-0.6 below); a DECODE batch
+# of 2-6 rows cost 1.02-1.24 decode rows and one of 8 rows 2.94 (the knee: past it rows cost compute).
+VERIFY_ROW_COST = 0.3
+COMPUTE_KNEE = int(os.environ.get("SGLANG_SPEC_COMPUTE_KNEE", "6"))
 PROBE_EVERY = 8
 _DECAY = 0.7
 
