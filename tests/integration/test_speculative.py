@@ -226,3 +226,27 @@ def test_sampled_tokens_after_drafted_positions_follow_the_same_distribution(pai
     p, dof = _homogeneity_p(want, got)
     assert dof >= 1 and p > 1e-3, (p, want, got)
     _no_leak(spec)
+
+
+def test_hooks_see_every_verify_step(pair, greedy):
+    # a hook on code the fused plan stands in for: the plan stands aside for verify steps too, and the hook runs in
+    # every forward (prefill + one per verify step, every layer); a hook on the worker sees each step's batch
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from sglang.testing.plugins import restored_hooks
+
+    a, _ = greedy
+    _, spec = pair
+    runner = spec.tp_worker.model_runner
+    layers, modes = [], []
+    with restored_hooks():
+        HookRegistry.register("sglang.srt.models.llama.LlamaAttention.forward", lambda *x, **k: layers.append(1), HookType.BEFORE)
+        HookRegistry.register("sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation",
+                              lambda *x, **k: modes.append(next(v.mode.value for v in x if hasattr(v, "mode"))), HookType.BEFORE)
+        HookRegistry.apply_hooks()
+        (r,) = run(spec, [chat(spec, PROMPTS[0])], {"max_new_tokens": 16})
+        assert runner.fused_decode is None
+    assert r["ids"] == a[0]["ids"][:16]
+    steps = r["spec"]["spec_verify_ct"]
+    assert "target_verify" in modes and len(modes) == 1 + steps
+    assert len(layers) == (1 + steps) * runner.model_config.num_hidden_layers
+    _no_leak(spec)

@@ -184,10 +184,13 @@ def test_an_acceptance_threshold_below_one_accepts_more_than_the_target_probabil
 def test_expected_tokens_and_best_k():
     assert expected_tokens(0.5, 2) == pytest.approx(1.75)
     assert best_k(0.0, 8) == 0  # nothing is ever accepted: no drafts
-    assert best_k(0.05, 8, row_cost=0.12) == 0
-    ks = [best_k(a / 10, 8, row_cost=0.12) for a in range(10)]
+    assert best_k(0.05, 8, row_cost=0.12, base_cost=1.0) == 0
+    ks = [best_k(a / 10, 8, row_cost=0.12, base_cost=1.0) for a in range(10)]
     assert ks == sorted(ks) and ks[-1] >= 5  # higher acceptance, longer drafts
-    assert best_k(0.9, 8, row_cost=0.0) == 8
+    assert best_k(0.9, 8, row_cost=0.0, base_cost=1.0) == 8
+    # the verify step's own cost: a draft accepted 40% of the time pays for its row, not for the step too
+    assert best_k(0.4, 8, row_cost=0.3, base_cost=1.0) == 1 and best_k(0.4, 8, row_cost=0.3, base_cost=1.16) == 0
+    assert best_k(0.8, 8, row_cost=0.3, base_cost=1.16) >= 2
 
 
 def test_draft_state_backs_off_then_probes():

@@ -1,9 +1,10 @@
 """How many tokens a request drafts each step: the measured cost of a verify row against its acceptance.
 
-A verify forward over ``1 + k`` rows of one request costs ``T(1) * (1 + r * k)`` while each weight block
-streams once for all rows (the fused plan's products take up to 6-8 rows per pass); with a per-position
-acceptance ``a`` it emits ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that
-maximises ``E(k) / (1 + r k)``, from an acceptance estimate that decays towards recent steps; ``k = 0``
+A verify forward over ``1 + k`` rows of one request costs ``T(1) * (c + r * k)``: ``c``, the verify step's
+own cost (an extend forward, every row's logits) against a decode step's, and ``r`` per drafted row, while
+each weight block streams once for all rows; with a per-position acceptance ``a`` it emits
+``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
+``E(k) / (c + r k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
 (no match, or acceptance too low) runs the ordinary decode step: nothing extra is verified. A request at
 ``k = 0`` still probes one draft every ``PROBE_EVERY`` steps, so its estimate can recover.
 
@@ -21,6 +22,7 @@ import os
 # (docs/benchmarks.md, "Speculative decoding"): a TARGET_VERIFY forward of 1 + k rows cost 1.16-5.0 decode
 # rows for k = 0..15, 0.26-0.36 of a decode row per extra row for k >= 3 (0.14-0.6 below); a DECODE batch
 # of 2-6 rows cost 1.02-1.24 decode rows and one of 8 rows 2.94 (the knee: past it rows cost compute).
+VERIFY_BASE_COST = 1.16  # the 1-row verify against the decode row (same request, same tokens)
 VERIFY_ROW_COST = 0.3
 COMPUTE_KNEE = int(os.environ.get("SGLANG_SPEC_COMPUTE_KNEE", "6"))
 PROBE_EVERY = 8
@@ -32,11 +34,11 @@ def expected_tokens(a: float, k: int) -> float:
     return sum(a**i for i in range(k + 1))
 
 
-def best_k(a: float, k_max: int, row_cost: float = VERIFY_ROW_COST) -> int:
+def best_k(a: float, k_max: int, row_cost: float = VERIFY_ROW_COST, base_cost: float = VERIFY_BASE_COST) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate)."""
     best, best_rate = 0, 1.0
     for k in range(1, k_max + 1):
-        rate = expected_tokens(a, k) / (1 + row_cost * k)
+        rate = expected_tokens(a, k) / (base_cost + row_cost * k)
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best
