@@ -220,8 +220,9 @@ def test_sampled_tokens_after_drafted_positions_follow_the_same_distribution(pai
     want, _ = _counts(plain, 160, pos)
     spec.spec.flush()
     got, metas = _counts(spec, 160, pos)
-    assert sum(m["spec_num_proposed_drafts"] for m in metas) > 160  # speculation ran
-    assert sum(m["spec_num_correct_drafts"] for m in metas) > 40  # and its drafts were accepted
+    # speculation ran (a batch of 4 verifies at most COMPUTE_KNEE - 4 drafts a step) and its drafts were accepted
+    assert sum(m["spec_num_proposed_drafts"] for m in metas) > 80
+    assert sum(m["spec_num_correct_drafts"] for m in metas) > 20
     assert len(want) > 1  # the position is not deterministic at this temperature
     p, dof = _homogeneity_p(want, got)
     assert dof >= 1 and p > 1e-3, (p, want, got)
