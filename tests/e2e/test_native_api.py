@@ -76,7 +76,7 @@ def test_streaming_generate_as_bench_serving_drives_it_then_internal_states(serv
     assert status == 200 and info["version"] and info["model_path"] and info["dtype"] == "float32"
     assert info["served_model_name"] == "smol" and "server_args" in info and "platform" in info  # provenance stays, under its key
     (state,) = info["internal_states"]
-    assert state["last_gen_throughput"] > 0 and state["avg_spec_accept_length"] is None
+    assert state["last_gen_throughput"] > 0 and "avg_spec_accept_length" not in state  # speculation off: absent, as upstream
     assert state["max_total_num_tokens"] > 0 and state["context_length"] > 0
 
 

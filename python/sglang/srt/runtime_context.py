@@ -47,7 +47,6 @@ logger = logging.getLogger(__name__)
 # of them, and tests/unit/test_runtime_context.py keeps it exact both ways (a reader appears: drop
 # the entry; a new accessor nobody reads: list it here with the reason).
 RESERVED_BY_SPEC: dict[str, str] = {
-    "get_spec": "speculative decoding is not implemented",
     "get_mm": "multimodal inputs are not implemented in the SRT runtime",
     "get_model": "the model runner reads the model's own config at load time",
     "get_serving": "the HTTP server reads its own ServerArgs: several engines may share a process",

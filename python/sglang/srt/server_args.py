@@ -31,6 +31,7 @@ from sglang.srt.arg_groups.resolution import suggest
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DUMMY_MODEL = "dummy"
+SPEC_ALGORITHMS = ("NGRAM", "STANDALONE", "EAGLE", "EAGLE3", "NEXTN")
 
 _GUARD_HINT = (
     "change resolved config with get_context().override(source, {name}=...), "
@@ -76,6 +77,29 @@ class ServerArgs:
     chunked_prefill_size: int | None = arg(None, Arg("most prompt tokens prefilled per step (-1: no chunking)", resolvable=True), NS("schedule"))
     schedule_policy: str = arg("fcfs", Arg("order of waiting requests", choices=("fcfs", "lpm"), resolvable=True), NS("schedule"))
     disable_radix_cache: bool = arg(False, Arg("turn the prefix cache off", resolvable=True), NS("schedule"))
+    # -- speculative decoding (upstream's flags; resolved values are read through get_spec()) ----------------------------
+    speculative_algorithm: str | None = arg(None, Arg("speculative decoding: NGRAM (drafts from an n-gram store of prompts and outputs, no draft "
+                                                      "model); STANDALONE, EAGLE, EAGLE3 and NEXTN are refused at start-up with what they need",
+                                                      choices=SPEC_ALGORITHMS, resolvable=True), NS("spec"))
+    speculative_draft_model_path: str | None = arg(None, Arg("draft model (STANDALONE / EAGLE)", aliases=("--speculative-draft-model",)), NS("spec"))
+    speculative_draft_load_format: str | None = arg(None, Arg("load format of the draft model (default: the target's)"), NS("spec"))
+    speculative_draft_attention_backend: str | None = arg(None, Arg("attention backend of the draft model (default: the target's)"), NS("spec"))
+    speculative_num_steps: int | None = arg(None, Arg("draft steps (NGRAM: unused)", resolvable=True), NS("spec"))
+    speculative_eagle_topk: int | None = arg(None, Arg("draft tree breadth (NGRAM: always --speculative-ngram-max-bfs-breadth)", resolvable=True), NS("spec"))
+    speculative_num_draft_tokens: int | None = arg(None, Arg("most tokens one verify forward checks per request, the last sampled token included "
+                                                             "(NGRAM default: --speculative-ngram-max-match-window-size); the step adapts "
+                                                             "below it to the measured acceptance", resolvable=True), NS("spec"))
+    speculative_accept_threshold_single: float = arg(1.0, Arg("accept a draft whose target probability is at least this (1.0: lossless)"), NS("spec"))
+    speculative_accept_threshold_acc: float = arg(1.0, Arg("accept a draft with probability min(1, p / this) (1.0: lossless)"), NS("spec"))
+    speculative_ngram_min_match_window_size: int = arg(1, Arg("shortest suffix of a request's tokens the n-gram store matches"), NS("spec"))
+    speculative_ngram_max_match_window_size: int = arg(12, Arg("longest suffix of a request's tokens the n-gram store matches"), NS("spec"))
+    speculative_ngram_min_bfs_breadth: int = arg(1, Arg("narrowest draft tree (this build drafts chains: breadth 1)"), NS("spec"))
+    speculative_ngram_max_bfs_breadth: int = arg(10, Arg("widest draft tree (this build drafts chains: breadth 1)"), NS("spec"))
+    speculative_ngram_match_type: str = arg("BFS", Arg("which continuation a match drafts: BFS the most recent, PROB the most frequent",
+                                                       choices=("BFS", "PROB")), NS("spec"))
+    speculative_ngram_max_trie_depth: int = arg(18, Arg("longest continuation the n-gram store keeps per match",
+                                                        aliases=("--speculative-ngram-branch-length",)), NS("spec"))
+    speculative_ngram_capacity: int = arg(10_000_000, Arg("most n-gram entries the store holds (least recently written evicted first)"), NS("spec"))
     # -- parallelism ---------------------------------------------------------
     tp_size: int = arg(1, Arg("tensor-parallel ranks"), NS("parallel"))
     nnodes: int = arg(1, Arg("number of machines"), NS("parallel"))

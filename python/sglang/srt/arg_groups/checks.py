@@ -72,6 +72,9 @@ def check_server_args(sa: Any) -> None:
     from sglang.srt.arg_groups.disagg import check_disagg_args
 
     check_disagg_args(sa)
+    from sglang.srt.arg_groups.speculative import check_speculative
+
+    check_speculative(sa)
     if sa.dist_init_addr:
         host, sep, port = sa.dist_init_addr.rpartition(":")
         _need(bool(sep and host and port.isdigit()), f"--dist-init-addr must be HOST:PORT, got {sa.dist_init_addr!r}")

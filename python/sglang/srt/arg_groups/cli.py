@@ -37,12 +37,12 @@ def add_cli_args(cls: type, parser: argparse.ArgumentParser) -> None:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         help_text = f"{a.help} (default: {default})"
         if tp is bool:
-            group.add_argument(flag_of(f), dest=f.name, action="store_true", default=default, help=a.help)
+            group.add_argument(flag_of(f), *a.aliases, dest=f.name, action="store_true", default=default, help=a.help)
             continue
         if a.nargs is not None:  # a list of strings (e.g. --lora-paths A B)
-            group.add_argument(flag_of(f), dest=f.name, type=str, nargs=a.nargs, default=default, metavar=a.metavar, help=help_text)
+            group.add_argument(flag_of(f), *a.aliases, dest=f.name, type=str, nargs=a.nargs, default=default, metavar=a.metavar, help=help_text)
             continue
-        group.add_argument(flag_of(f), dest=f.name, type=tp, default=default, choices=a.choices, metavar=a.metavar, help=help_text)
+        group.add_argument(flag_of(f), *a.aliases, dest=f.name, type=tp, default=default, choices=a.choices, metavar=a.metavar, help=help_text)
 
 
 def given_flags(cls: type, parser: argparse.ArgumentParser, argv: list[str]) -> frozenset[str]:

@@ -25,6 +25,7 @@ class Arg:
     help: str
     choices: Sequence[Any] | None = None
     cli: str | None = None  # the flag; default: --field-name
+    aliases: tuple[str, ...] = ()  # more spellings of the flag (upstream's older or shorter names)
     resolvable: bool = False
     metavar: str | None = None
     secret: bool = False  # never shown: dumps, logs and /get_server_info print "***"

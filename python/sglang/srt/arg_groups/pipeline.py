@@ -101,6 +101,11 @@ def _handle_derived(sa: Any, res: Resolution) -> None:
         decl["mem_fraction_static"] = 0.02 if on_cpu else 0.85
     if decl:
         res.declare("derived default", decl)
+    from sglang.srt.arg_groups.speculative import speculative_declarations
+
+    spec = speculative_declarations(view)
+    if spec:
+        res.declare("speculative decoding (as upstream resolves it)", spec)
 
 
 @register_post_process_pass("schedule_policy")

@@ -238,6 +238,7 @@ class Engine(Closing):
             "cached_tokens": st.meta.get("cached_tokens", 0),
             "e2e_latency": round(time.perf_counter() - st.created, 6),
         }
+        meta.update(st.meta.get("spec") or {})  # speculative decoding's counters, upstream's names (none when it is off)
         if st.logprobs:
             meta["output_token_logprobs"] = [[lp, tok, None] for (lp, _), tok in zip(st.logprobs, st.output_ids)]
             meta["output_top_logprobs"] = [[[v, t, None] for t, v in top] for _, top in st.logprobs]

@@ -61,6 +61,39 @@ def _constrain(logits: torch.Tensor, samplers: list[RequestSampler], rows: list[
     backend.apply_vocab_mask(logits, mask, rows)
 
 
+def target_probs(logits: torch.Tensor, p: Any, row: int = 0) -> torch.Tensor:
+    """The distribution a sampling request draws from, ``[V]`` (not renormalized after min-p / top-p:
+    ``multinomial`` does that): temperature, top-k, softmax, min-p, top-p, in upstream's order.
+    Speculative verification draws from the same distribution (``sglang.srt.speculative.verify``)."""
+    x = logits.float() / p.temperature
+    if p.top_k > 0:
+        kth = torch.topk(x, min(p.top_k, x.numel())).values[-1]
+        x = x.masked_fill(x < kth, float("-inf"))
+    probs = torch.softmax(x, -1)
+    if not bool(torch.isfinite(probs).all()):  # parameters are validated; this guards what a hook or a model may produce
+        raise SamplingError(row, f"the probabilities of request row {row} are not finite (temperature {p.temperature}); the request fails")
+    if p.min_p > 0:
+        probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
+    if p.top_p < 1:
+        sp, si = probs.sort(descending=True)
+        drop = sp.cumsum(-1) - sp > p.top_p  # keep the smallest prefix reaching top_p
+        probs = probs.scatter(0, si, sp.masked_fill(drop, 0))
+    return probs
+
+
+def penalize_with(logits: torch.Tensor, s: RequestSampler, extra: list[int]) -> None:
+    """Apply ``s``'s penalties and logit bias in place to one row ``[V]`` as if ``extra`` had been
+    sampled after its tokens so far (a speculative row that follows drafted tokens)."""
+    if not extra:
+        _penalize(logits, s)
+        return
+    view = RequestSampler.__new__(RequestSampler)
+    view.params, view.prompt_tokens, view.counts = s.params, s.prompt_tokens, dict(s.counts)
+    for t in extra:
+        view.counts[t] = view.counts.get(t, 0) + 1
+    _penalize(logits, view)
+
+
 def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[int], list[Any]]:
     """``logits`` [B, V] -> (token per request, logprob info per request or None).
 
@@ -81,20 +114,7 @@ def sample(logits: torch.Tensor, samplers: list[RequestSampler]) -> tuple[list[i
         p = s.params
         if p.greedy:
             continue
-        row = logits[i].float() / p.temperature
-        if p.top_k > 0:
-            kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))
-        probs = torch.softmax(row, -1)
-        if not bool(torch.isfinite(probs).all()):  # parameters are validated; this guards what a hook or a model may produce
-            raise SamplingError(i, f"the probabilities of request row {i} are not finite (temperature {p.temperature}); the request fails")
-        if p.min_p > 0:
-            probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
-        if p.top_p < 1:
-            sp, si = probs.sort(descending=True)
-            drop = sp.cumsum(-1) - sp > p.top_p  # keep the smallest prefix reaching top_p
-            probs = probs.scatter(0, si, sp.masked_fill(drop, 0))
-        out[i] = int(torch.multinomial(probs, 1, generator=s.generator))
+        out[i] = int(torch.multinomial(target_probs(logits[i], p, i), 1, generator=s.generator))
     infos: list[Any] = [None] * len(samplers)
     if any(s.params.logprobs for s in samplers):
         logp = torch.log_softmax(logits.float(), -1)

@@ -85,6 +85,8 @@ class DetokenizerManager:
                 "cached_tokens": out.cached_tokens[i], "logprobs": out.logprobs[i]}
         if out.input_logprobs[i] is not None:
             meta["input_logprobs"] = out.input_logprobs[i]
+        if out.spec and out.spec[i] is not None:
+            meta["spec"] = out.spec[i]
         res.rids.append(rid)  # all appends after the work that may raise: a failed request leaves no half row
         res.texts.append(text[st.sent : end])
         res.output_ids.append(list(out.new_token_ids[i]))

@@ -40,6 +40,7 @@ class BatchTokenIDOut:
     skip_special_tokens: list[bool]
     stop_strings: list[list[str]]
     input_logprobs: list[list[Any] | None]  # prompt log-probabilities, with a request's first output only
+    spec: list[dict[str, Any] | None] = field(default_factory=list)  # speculative decoding's meta_info fields (None: off)
 
 
 @dataclass
@@ -68,6 +69,9 @@ class SchedulerStats:
     lora_slots_used: int = 0  # LoRA adapter pool slots holding an adapter (0 of 0 without --enable-lora)
     lora_slots_total: int = 0
 
+    # speculative decoding (None: off): accepted tokens per verify step and accepted / proposed drafts since /flush_cache
+    spec_accept_length: float | None = None
+    spec_accept_rate: float | None = None
 
 
 @dataclass

@@ -38,6 +38,10 @@ class _LoadGauges(Collector):
             "lora_pool_slots_used": ("LoRA adapter pool slots holding an adapter", lambda s: s.lora_slots_used),
             "lora_pool_slots_total": ("LoRA adapter pool slots (--max-loras-per-batch; 0 without --enable-lora)", lambda s: s.lora_slots_total),
         }
+        if any(s is not None and s.spec_accept_length is not None for s in reports):  # speculative decoding is on
+            gauges["spec_accept_length"] = ("tokens a verify step emits on average (bonus token included), since /flush_cache",
+                                            lambda s: s.spec_accept_length or 0.0)
+            gauges["spec_accept_rate"] = ("accepted / proposed draft tokens, since /flush_cache", lambda s: s.spec_accept_rate or 0.0)
         for name, (help_text, read) in gauges.items():
             family = GaugeMetricFamily(f"sglang_{name}", help_text, labels=["dp_rank"])
             for dp, s in enumerate(reports):

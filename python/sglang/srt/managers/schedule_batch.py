@@ -37,6 +37,7 @@ class Req:
         self.aborted = False
         self.bootstrap: dict[str, Any] | None = None  # disaggregation: the prefill server's host, port and room
         self.disagg: Any = None  # disaggregation: the side's per-request state (a prefill server: the decode side's page list)
+        self.spec: Any = None  # speculative decoding's per-request counters (speculative.ngram_worker.ReqSpec)
 
     def input_logprob_rows(self, n: int) -> tuple[int, int] | None:
         """Rows ``[lo, hi)`` of the next ``n`` new tokens whose logits give prompt log-probabilities still missing."""
@@ -63,7 +64,16 @@ class ScheduleBatch:
     mode: ForwardMode
     reqs: list[Req]
     extend_lens: list[int] = field(default_factory=list)
+    drafts: list[list[int]] = field(default_factory=list)  # TARGET_VERIFY: per request, the drafts after its last token
 
     def sample_mask(self) -> list[bool]:
-        """A request samples when this forward reaches the end of its ``fill_ids``."""
+        """A request samples when this forward reaches the end of its ``fill_ids`` (a verify: every request)."""
+        if self.mode is ForwardMode.TARGET_VERIFY:
+            return [True] * len(self.reqs)
         return [r.kv_len + n == r.seq_len for r, n in zip(self.reqs, self.extend_lens)]
+
+    def new_tokens(self) -> list[list[int]]:
+        """Per request, the tokens whose KV this forward computes (a verify: the last token, then its drafts)."""
+        if self.mode is ForwardMode.TARGET_VERIFY:
+            return [r.fill_ids[r.kv_len : r.kv_len + 1] + d for r, d in zip(self.reqs, self.drafts)]
+        return [r.fill_ids[r.kv_len : r.kv_len + n] for r, n in zip(self.reqs, self.extend_lens)]

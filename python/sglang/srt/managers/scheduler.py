@@ -87,6 +87,9 @@ class Scheduler(FaultContainment, KVPages):
         # --disaggregation-mode prefill|decode: the side's queues (sglang.srt.disaggregation.scheduler attaches it)
         self.disagg: Any = None
         self.lora = runner.lora_manager  # None without --enable-lora
+        from sglang.srt.speculative.ngram_worker import NgramSpeculator
+
+        self.spec = NgramSpeculator.create(self, check_finished, build_output)  # None unless --speculative-algorithm NGRAM
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -97,6 +100,8 @@ class Scheduler(FaultContainment, KVPages):
         elif isinstance(msg, FlushCacheReq):
             if self.tree is not None:
                 self.tree.reset()
+            if self.spec is not None:
+                self.spec.flush()
         elif isinstance(msg, ProfileReq):
             self.profiler.handle(msg)
         elif isinstance(msg, LoRAUpdateReq):
@@ -241,7 +246,8 @@ class Scheduler(FaultContainment, KVPages):
             self._retract(victim)
         if not self.running:
             return None
-        return ScheduleBatch(ForwardMode.DECODE, list(self.running), [1] * len(self.running))
+        batch = ScheduleBatch(ForwardMode.DECODE, list(self.running), [1] * len(self.running))
+        return batch if self.spec is None else self.spec.plan(batch)  # a verify batch when some request has drafts
 
     def _retract(self, req: Req) -> None:
         """Free a running request's pages and queue it again; its tokens are kept."""
@@ -255,7 +261,7 @@ class Scheduler(FaultContainment, KVPages):
         mask = batch.sample_mask()
         mwb = ModelWorkerBatch(
             batch.mode,
-            [r.fill_ids[r.kv_len : r.kv_len + n] for r, n in zip(batch.reqs, batch.extend_lens)],
+            batch.new_tokens(),
             [r.kv_len for r in batch.reqs],
             [list(r.pages) for r in batch.reqs],
             [r.sampler if m else None for r, m in zip(batch.reqs, mask)],
@@ -267,6 +273,7 @@ class Scheduler(FaultContainment, KVPages):
             mwb.input_logprob_targets = [r.origin_input_ids[r.kv_len + span[0] + 1 : r.kv_len + span[1] + 1] if span else []
                                          for r, span in zip(batch.reqs, mwb.input_logprob_rows)]
             mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
+        mwb.drafts = batch.drafts
         self.forward_ct += 1
         result = self.tp_worker.forward_batch_generation(mwb)
         self.profiler.step()
@@ -279,6 +286,9 @@ class Scheduler(FaultContainment, KVPages):
 
         A request whose bookkeeping raises (a stop-string check, a hook) fails alone.
         """
+        if batch.mode is ForwardMode.TARGET_VERIFY:
+            self.spec.commit(batch, result)  # type: ignore[union-attr, arg-type]
+            return
         tokens, infos = result
         done: list[Req] = []
         for req, n, tok, info in zip(batch.reqs, batch.extend_lens, tokens, infos):
@@ -388,8 +398,11 @@ class Scheduler(FaultContainment, KVPages):
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         lora_used, lora_total = self.lora.stats() if self.lora is not None else (0, 0)
-        return SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
-                              self.dp_rank, self.disagg.queues() if self.disagg is not None else {}, lora_used, lora_total)
+        stats = SchedulerStats(len(self.running), len(self.waiting), used, self.allocator.num_pages, cached, HookRegistry.call_failures(),
+                               self.dp_rank, self.disagg.queues() if self.disagg is not None else {}, lora_used, lora_total)
+        if self.spec is not None:
+            stats.spec_accept_length, stats.spec_accept_rate = self.spec.avg_accept_length or 0.0, self.spec.accept_rate or 0.0
+        return stats
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req or self.grammars.parked or (self.disagg is not None and self.disagg.busy()))

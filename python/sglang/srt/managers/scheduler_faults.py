@@ -116,8 +116,8 @@ class FaultContainment:
             self.fail_request(batch.reqs[0], exc)
             return
         logger.warning("a batch of %d requests failed (%s); running them one by one", len(batch.reqs), describe_fault(exc))
-        for req, n in zip(batch.reqs, batch.extend_lens):
-            single = ScheduleBatch(batch.mode, [req], [n])
+        for i, (req, n) in enumerate(zip(batch.reqs, batch.extend_lens)):
+            single = ScheduleBatch(batch.mode, [req], [n], batch.drafts[i : i + 1])
             try:
                 result = self.run_batch(single)
             except Exception as one:

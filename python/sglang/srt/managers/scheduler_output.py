@@ -44,5 +44,6 @@ def build_output(reqs: list[Req]) -> BatchTokenIDOut | None:
         out.stop_strings.append(list(r.params.stop))
         out.input_logprobs.append(None if r.input_lp_sent or r.input_lp_from is None else r.input_logprobs)
         r.input_lp_sent = r.input_lp_sent or r.input_lp_from is not None
+        out.spec.append(None if r.spec is None else r.spec.meta(len(r.output_ids)))
         r.pending, r.pending_logprobs = [], []
     return out if out.rids else None

@@ -263,11 +263,10 @@ class TokenizerManager:
         now = time.perf_counter()
         recent = [(t, n) for t, n, dp in self.gen_window if now - t <= GEN_WINDOW_S and dp == dp_rank]
         span = max(now - recent[0][0], 1e-3) if recent else 0.0
-        return {
+        state = {
             "dp_rank": dp_rank,
             "routed_requests": self.controller.routed[dp_rank],
             "last_gen_throughput": round(sum(n for _, n in recent) / span, 3) if recent else 0.0,
-            "avg_spec_accept_length": None,  # no speculative decoding
             "num_running_reqs": st.num_running if st else 0,
             "num_waiting_reqs": st.num_waiting if st else 0,
             "token_usage": round(st.kv_used_pages / st.kv_total_pages, 4) if st and st.kv_total_pages else 0.0,
@@ -276,6 +275,9 @@ class TokenizerManager:
             "max_total_num_tokens": self.max_total_tokens,
             "context_length": self.context_length,
         }
+        if st is not None and st.spec_accept_length:  # as upstream: only while speculation is on and has verified a step
+            state["avg_spec_accept_length"] = round(st.spec_accept_length, 4)
+        return state
 
     # -- results -------------------------------------------------------------------
     def _recv_loop(self) -> None:

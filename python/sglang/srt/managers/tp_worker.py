@@ -12,7 +12,7 @@ import torch
 
 from sglang.srt.distributed.communication_op import broadcast_from_first
 from sglang.srt.layers.sampler import prompt_logprobs, sample
-from sglang.srt.model_executor.forward_batch_info import ModelWorkerBatch
+from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
 from sglang.srt.model_executor.model_runner import ModelRunner
 
 if TYPE_CHECKING:
@@ -33,9 +33,17 @@ class TpModelWorker:
         """Run one forward; sample a token for every request that has a sampler.
 
         Returns (token or None per request, logprob info or None per request).
-        All TP ranks end with rank 0's tokens.
+        All TP ranks end with rank 0's tokens. A ``TARGET_VERIFY`` batch (speculative decoding, one
+        rank) returns per request the list of tokens it emits and the list of their infos instead.
         """
         logits = self.model_runner.forward(batch)
+        if batch.mode is ForwardMode.TARGET_VERIFY:
+            from sglang.srt.runtime_context import get_spec
+            from sglang.srt.speculative.verify import verify
+
+            spec = get_spec()
+            return verify(logits, batch.drafts, batch.samplers, spec.speculative_accept_threshold_single,  # type: ignore[return-value]
+                          spec.speculative_accept_threshold_acc)
         n = len(batch.samplers)
         if logits.shape[0] > n:
             batch.input_logprobs = prompt_logprobs(logits[n:], batch)

@@ -12,6 +12,7 @@ import torch
 class ForwardMode(enum.Enum):
     EXTEND = "extend"  # one or more new tokens per request (prefill, chunked prefill)
     DECODE = "decode"  # exactly one new token per request
+    TARGET_VERIFY = "target_verify"  # speculative: [last token + drafts] per request, logits for every row (runs as EXTEND)
 
 
 @dataclass
@@ -49,5 +50,7 @@ class ModelWorkerBatch:
     input_logprob_top: list[int] = field(default_factory=list)
     # per request: the server-minted lora_id of its adapter, or None (the base model); empty: no adapter row
     lora_ids: list[str | None] = field(default_factory=list)
+    # TARGET_VERIFY only, per request: the drafted tokens that follow its last token in new_tokens
+    drafts: list[list[int]] = field(default_factory=list)
     # filled by the worker: per request, one (logprob, [(token, logprob), ...]) per wanted row
     input_logprobs: list[list[Any]] = field(default_factory=list)

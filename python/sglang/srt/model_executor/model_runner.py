@@ -179,6 +179,8 @@ class ModelRunner:
             starts = logits_idx - torch.tensor(lens) + 1
             extra = [torch.arange(int(starts[i]) + lo, int(starts[i]) + hi) for i, span in enumerate(b.input_logprob_rows) if span for lo, hi in [span]]
             logits_idx = torch.cat([logits_idx, *extra])
+        if b.mode is ForwardMode.TARGET_VERIFY:  # speculative verify: an extend whose every row gives logits
+            logits_idx = torch.arange(len(flat))
         if b.mode is ForwardMode.DECODE:
             width = max(len(p) for p in b.pages)
             pages = torch.tensor([p + [0] * (width - len(p)) for p in b.pages], dtype=torch.long)
@@ -194,7 +196,7 @@ class ModelRunner:
             kv_slots.append(h2d(s))
             out.append(s[prefix:])
             pos.append(torch.arange(prefix, prefix + n))
-        return ForwardBatch(b.mode, h2d(input_ids), h2d(torch.cat(pos)), h2d(torch.cat(out)), b.prefix_lens, lens, h2d(logits_idx),
+        return ForwardBatch(ForwardMode.EXTEND, h2d(input_ids), h2d(torch.cat(pos)), h2d(torch.cat(out)), b.prefix_lens, lens, h2d(logits_idx),
                             kv_slots=kv_slots)
 
     def _run_model(self, fb: ForwardBatch) -> torch.Tensor:
@@ -211,7 +213,7 @@ class ModelRunner:
         return self._run_model(fb)
 
     def forward(self, b: ModelWorkerBatch) -> torch.Tensor:
-        """Logits ``[B, vocab]`` of each request's last new token, then (EXTEND with
+        """Logits ``[B, vocab]`` of each request's last new token (TARGET_VERIFY: of every new token), then (EXTEND with
         ``input_logprob_rows``) one row per wanted prompt position, in request order."""
         self.hook_watch.check()  # hooks applied or restored since the last step: honoured, or reported once
         fb = self.build_forward_batch(b)

@@ -1,0 +1,103 @@
+"""Acceptance of drafted tokens against the target's logits: the greedy walk and target-only rejection sampling.
+
+A request verifies the chain ``[root, d1 .. dk]`` in one forward; row ``j`` of its logits is the target's
+distribution after ``root, d1 .. dj``. Greedy rows (temperature 0) accept ``d(j+1)`` while it is the row's
+argmax; the first row that disagrees (or the last row) gives the bonus token, so the output is exactly
+what greedy decoding would produce from the same logits.
+
+Sampling rows use upstream's target-only rule for deterministic drafts: accept ``d`` with probability
+``min(1, q(d) / threshold_acc)`` (or outright when ``q(d) >= threshold_single``); on rejection draw from
+``q`` with ``d`` removed and renormalized; after k acceptances draw the bonus from the last row. At both
+thresholds 1.0 every emitted token is distributed exactly as ``q``: accept ``d`` with ``q(d)``, else draw
+``q(t) / (1 - q(d))`` for ``t != d``, which sums to ``q``. Exact-match acceptance is never used when sampling.
+
+``q`` is the request's own sampling distribution (``layers.sampler.target_probs``: temperature, top-k,
+min-p, top-p) after its penalties and logit bias, applied per row as if the preceding drafts had been
+sampled (``penalize_with``), so penalised requests stay exact too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from sglang.srt.layers.sampler import penalize_with, target_probs
+
+
+def _logprob_info(logp: torch.Tensor, token: int, top_n: int) -> tuple[float, list[tuple[int, float]]]:
+    top: list[tuple[int, float]] = []
+    if top_n:
+        v, ix = logp.topk(top_n)
+        top = list(zip(ix.tolist(), v.tolist()))
+    return float(logp[token]), top
+
+
+def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0) -> tuple[list[int], list[Any]]:
+    """``rows`` [k+1, V] logits of one request's ``[root] + drafts`` -> (emitted tokens, logprob info per token or None).
+
+    Emits the accepted drafts and one more token (1 .. k+1 tokens). Does not change ``s`` (the caller
+    observes the tokens it commits); draws from ``s.generator`` only when the request samples.
+    """
+    p = s.params
+    k = len(drafts)
+    if s.needs_penalty:
+        rows = rows.float().clone()
+        for j in range(k + 1):
+            penalize_with(rows[j], s, drafts[:j])
+    out: list[int] = []
+    if p.greedy:
+        best = rows.max(-1).indices.tolist()
+        for j in range(k + 1):
+            if j == k or best[j] != drafts[j]:
+                out.append(best[j])
+                break
+            out.append(drafts[j])
+    else:
+        for j in range(k + 1):
+            q = target_probs(rows[j], p, j)
+            q = q / q.sum()
+            if j == k:
+                out.append(int(torch.multinomial(q, 1, generator=s.generator)))
+                break
+            d = drafts[j]
+            qd = float(q[d])
+            coin = float(torch.rand((), generator=s.generator))
+            if qd >= thr_single or coin <= qd / thr_acc:
+                out.append(d)
+                continue
+            residual = q.clone()
+            residual[d] = 0
+            total = float(residual.sum())
+            out.append(int(torch.multinomial(residual / total if total > 0 else q, 1, generator=s.generator)))
+            break
+    infos: list[Any] = [None] * len(out)
+    if p.logprobs:
+        logp = torch.log_softmax(rows[: len(out)].float(), -1)  # the penalised logits, before temperature, as ``sample`` reports
+        infos = [_logprob_info(logp[j], t, p.top_logprobs_num) for j, t in enumerate(out)]
+    return out, infos
+
+
+def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], thr_single: float = 1.0,
+           thr_acc: float = 1.0) -> tuple[list[list[int]], list[list[Any]]]:
+    """``logits`` [sum(1 + len(d)), V], request after request -> per request, its emitted tokens and their infos.
+
+    Requests without drafts go through the ordinary ``sample`` (grammar masks included), one batch.
+    """
+    from sglang.srt.layers.sampler import sample
+
+    tokens: list[list[int]] = [[] for _ in drafts]
+    infos: list[list[Any]] = [[] for _ in drafts]
+    starts, at = [], 0
+    for d in drafts:
+        starts.append(at)
+        at += 1 + len(d)
+    plain = [i for i, d in enumerate(drafts) if not d]
+    if plain:
+        ids, inf = sample(logits[[starts[i] for i in plain]], [samplers[i] for i in plain])
+        for i, t, f in zip(plain, ids, inf):
+            tokens[i], infos[i] = [t], [f]
+    for i, d in enumerate(drafts):
+        if d:
+            tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc)
+    return tokens, infos
