@@ -73,6 +73,9 @@ def check_disagg_args(sa: Any) -> None:
         if bad:
             raise ServerArgsError(f"--disaggregation-mode {mode} runs one scheduler rank per server here: drop {flag} (tensor- or "
                                   "data-parallel prefill/decode servers are not implemented; scale out with more servers behind the router)")
+    if sa.enable_lora or sa.lora_paths:
+        raise ServerArgsError(f"--disaggregation-mode {mode} with LoRA adapters is not implemented here (the KV a prefill server "
+                              "sends is not tagged with its adapter); drop --enable-lora / --lora-paths, or serve adapters colocated")
     if sa.disaggregation_transfer_backend == "fake":
         raise ServerArgsError("--disaggregation-transfer-backend fake is not implemented here (upstream: decode-only benchmarking without "
                               "a prefill server); use mooncake with a prefill server")

@@ -1,4 +1,5 @@
-"""Speculative decoding beside LoRA or a disaggregation role: refused at start-up, naming both flags."""
+"""Combinations this build does not serve (speculative decoding beside LoRA or a disaggregation role, LoRA on a
+prefill or decode server): refused at start-up, naming both flags."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def test_speculation_with_lora_or_a_disaggregation_role_is_refused(fields, messa
 
 def test_ngram_alone_passes_the_checks():
     ServerArgs(speculative_algorithm="NGRAM").check_server_args()
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_lora_on_a_prefill_or_decode_server_is_refused(mode):
+    with pytest.raises(ServerArgsError, match=f"--disaggregation-mode {mode} with LoRA adapters"):
+        ServerArgs(disaggregation_mode=mode, lora_paths=["a=/nonexistent/a"]).check_server_args()
