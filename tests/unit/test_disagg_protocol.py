@@ -140,3 +140,16 @@ def test_router_arguments_take_optional_bootstrap_ports():
     assert args.decodes == ["http://d:30001"]
     with pytest.raises(SystemExit):
         parse_args(["--prefill", "http://p1:30000", "x", "--decode", "http://d"])
+
+
+@pytest.mark.parametrize("path", ["/generate", "/v1/chat/completions", "/abort_request"])
+def test_the_router_answers_a_body_that_is_not_a_json_object_with_a_400_and_calls_no_server(path):
+    from fastapi.testclient import TestClient
+
+    from sglang.srt.disaggregation.mini_lb import Prefill, Router, build_app
+
+    # servers on a port nothing listens on: a request that reached them would fail with a 5xx naming the side
+    client = TestClient(build_app(Router([Prefill("http://127.0.0.1:9", 9)], ["http://127.0.0.1:9"])), raise_server_exceptions=False)
+    for raw in (b"{not json", b"[1, 2]", b'"text"'):
+        r = client.post(path, content=raw, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["message"] == "the request body must be a JSON object", (raw, r.text)

@@ -204,16 +204,22 @@ def _settle(fut: asyncio.Future[Any]) -> None:
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
+async def _json_object(request: Request) -> dict[str, Any] | Response:
+    """The body as a JSON object, or the 400 that says it is not one."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return error(400, "the request body must be a JSON object")
+    return body if isinstance(body, dict) else error(400, "the request body must be a JSON object")
+
+
 def build_app(router: Router) -> FastAPI:
     app = FastAPI(title="sglang mini_lb", docs_url=None, redoc_url=None)
 
     async def generation(request: Request) -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "the request body must be a JSON object")
-        if not isinstance(body, dict):
-            return error(400, "the request body must be a JSON object")
+        body = await _json_object(request)
+        if isinstance(body, Response):
+            return body
         return await router.forward(request.url.path, body)
 
     for path in GENERATION_ROUTES:
@@ -243,12 +249,9 @@ def build_app(router: Router) -> FastAPI:
     @app.post("/abort_request")
     async def abort_request(request: Request) -> Response:
         """Both sides ran the request under the ``rid`` its client chose: abort it on every server."""
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "the request body must be a JSON object")
-        if not isinstance(body, dict):
-            return error(400, "the request body must be a JSON object")
+        body = await _json_object(request)
+        if isinstance(body, Response):
+            return body
         await router.fan_out("POST", "/abort_request", body)
         return PlainTextResponse("")
 
