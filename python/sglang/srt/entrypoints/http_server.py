@@ -43,17 +43,32 @@ def _sse(stream: Any) -> StreamingResponse:
 
 async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
     """Await ``work``; if the client disconnects first, cancel it (its requests are aborted) and
-    return a bare 499 response nobody reads."""
+    return a bare 499 response nobody reads.
+
+    The body has been read by now, so the next ASGI message is ``http.disconnect``: a listener waits
+    for it (as Starlette's streaming responses do) instead of polling ``request.is_disconnected()``,
+    whose cancelled receive could miss a disconnect that arrived while it ran."""
     task = asyncio.ensure_future(work)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=0.25)
-        if done:
-            return task.result()
-        if await request.is_disconnected():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            return Response(status_code=CLIENT_GONE)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        if not gone.done():
+            gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    return Response(status_code=CLIENT_GONE)
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass  # a body's stray empty chunk; the disconnect is what ends the wait
 
 
 def build_app(engine: Any, server_args: ServerArgs) -> FastAPI:
