@@ -97,7 +97,7 @@ def test_a_caller_cancelled_while_its_request_is_being_submitted_leaves_nothing_
             await task
 
     asyncio.run(cancel_mid_submit())
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # generous: CI machines run loaded
     while time.monotonic() < deadline and (tm.states or tm.metrics.aborted._value.get() == before):
         time.sleep(0.05)
     assert tm.metrics.aborted._value.get() == before + 1
