@@ -222,6 +222,8 @@ def test_decode_radix_cache_sends_only_uncached_pages_and_answers_as_without_it(
     assert cached[0] == 0 and prompt[0] // 2 < cached[1] < prompt[1] and cached[2] == prompt[2], (cached, prompt)
     assert all(g["meta_info"]["cached_tokens"] == 0 for g in (generate(pd["router"].url, texts[2]),))  # the plain decode server
     assert settled(pd["radix"].url, {"num_decode_prealloc_queue_reqs": 0})["used_pages"] > 0  # the cache holds the pages
+    status, body = post(pd["radix"].url, "/generate", {"text": texts[0], "bootstrap_host": "2.2.2.2", "bootstrap_port": 8998, "bootstrap_room": 1})
+    assert status == 500 and "would enter the prefix cache" in body, body  # no unwritten KV in its cache
     with urllib.request.urlopen(urllib.request.Request(pd["radix"].url + "/flush_cache", b"", method="POST"), timeout=30) as r:
         assert r.status == 200
     g = settled(pd["radix"].url, {"used_pages": 0, "num_decode_prealloc_queue_reqs": 0, "num_decode_transfer_queue_reqs": 0})

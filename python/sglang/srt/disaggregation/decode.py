@@ -8,7 +8,10 @@ A request goes through three queues before it decodes:
    and the page list goes to the prefill server;
 3. *transfer* (``Transferring``): until the prefill server says the pages and the first token are written.
 
-Then it joins the running batch with its first token, as if it had been prefilled here.
+Then it joins the running batch with its first token, as if it had been prefilled here. Every wait is
+bounded (``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), and a prefill server whose bootstrap endpoint stops
+answering (``SGLANG_DISAGGREGATION_HEARTBEAT_*``) fails its requests at once. Pages a prefill server may
+still be writing are held back (*draining*) until it answers or the wait times out, never reused early.
 
 With ``--disaggregation-decode-enable-radix-cache`` the decode server keeps a prefix cache (as upstream): at
 pre-allocation the prompt's longest cached page-aligned prefix is locked and only the pages after it are
@@ -17,10 +20,7 @@ allocated and sent for (``prefix_pages``); a request that ends caches its pages 
 With ``--disaggregation-transfer-backend fake`` (or a request whose ``bootstrap_host`` is upstream's sentinel
 ``2.2.2.2``) there is no prefill server: the request skips (1), and (3) ends as soon as (2) has its pages.
 Those pages hold whatever the pool held and the first token is the prompt's last token (upstream reads an
-unwritten metadata row instead): the text means nothing, the flow and the decoding work are real. Every wait is
-bounded (``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), and a prefill server whose bootstrap endpoint stops
-answering (``SGLANG_DISAGGREGATION_HEARTBEAT_*``) fails its requests at once. Pages a prefill server may
-still be writing are held back (*draining*) until it answers or the wait times out, never reused early.
+unwritten metadata row instead): the text means nothing, the flow and the decoding work are real.
 """
 
 from __future__ import annotations
