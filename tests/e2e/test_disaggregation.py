@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.model]
 ENV = {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "0.5", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "60",
        "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "60"}
 COMMON = ["--dtype", "float32", "--log-level", "warning"]
+RADIX_WAITING_TIMEOUT = 6  # the radix decode server's SGLANG_DISAGGREGATION_WAITING_TIMEOUT
 TINY_DECODE_TOKENS = 160
 PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def fibonacci(n):", "Once upon a time in a small village"]
 GREEDY = {"temperature": 0, "max_new_tokens": 10, "ignore_eos": True}
@@ -81,15 +82,19 @@ def pd(tmp_path_factory, pd_model):
         "prefill": [*model, "--max-total-tokens", "2048", "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bport)],
         "decode": [*model, "--max-total-tokens", "2048", "--disaggregation-mode", "decode"],
         "tiny": [*model, "--max-total-tokens", str(TINY_DECODE_TOKENS), "--disaggregation-mode", "decode", "--num-reserved-decode-tokens", "8"],
+        "fake": [*model, "--max-total-tokens", "2048", "--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "fake"],
     }
-    with ThreadPoolExecutor(3) as pool:
-        futs = {k: pool.submit(ServerProc, args, logs / f"{k}.txt", ENV) for k, args in specs.items()}
+    specs["radix"] = [*model, "--max-total-tokens", "2048", "--disaggregation-mode", "decode", "--disaggregation-decode-enable-radix-cache"]
+    env = {k: ENV for k in specs} | {"radix": {**ENV, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": str(RADIX_WAITING_TIMEOUT)}}
+    with ThreadPoolExecutor(len(specs)) as pool:
+        futs = {k: pool.submit(ServerProc, args, logs / f"{k}.txt", env[k]) for k, args in specs.items()}
         servers = {k: f.result() for k, f in futs.items()}
     servers["router"] = Router(servers["prefill"].url, bport, servers["decode"].url, logs / "router.txt")
     servers["tiny_router"] = Router(servers["prefill"].url, bport, servers["tiny"].url, logs / "tiny_router.txt")
+    servers["radix_router"] = Router(servers["prefill"].url, bport, servers["radix"].url, logs / "radix_router.txt")
     servers["bootstrap_port"] = bport
     yield servers
-    for k in ("router", "tiny_router", "prefill", "decode", "tiny"):
+    for k in ("router", "tiny_router", "radix_router", "prefill", "decode", "tiny", "fake", "radix"):
         servers[k].stop()
 
 
@@ -175,6 +180,69 @@ def test_bootstrap_fields_are_checked_against_the_mode(pd):
     assert status == 400 and "bootstrap_host" in body and "mini_lb" in body
     status, body = post(pd["decode"].url, "/generate", {"text": "hi", "bootstrap_host": "127.0.0.1", "bootstrap_port": 1, "bootstrap_room": -1})
     assert status == 400 and "bootstrap_room" in body
+
+
+def test_fake_backend_decodes_with_no_prefill_server_and_leaks_nothing(pd):
+    """``--disaggregation-transfer-backend fake``: requests straight to the decode server, none to a prefill
+    server; the first token is the prompt's last one, then the server decodes on KV nobody wrote."""
+    url = pd["fake"].url
+    texts = [f"Request {i}: " + "count the sheep " * (3 + i) for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda t: generate(url, t, return_logprob=True, top_logprobs_num=2), texts))
+    for text, body in zip(texts, got):
+        prompt = generate(pd["prefill"].url, text, sampling_params={"max_new_tokens": 0}, return_logprob=True,
+                          logprob_start_len=0)["meta_info"]["input_token_logprobs"]
+        assert body["output_ids"][0] == prompt[-1][1] and body["meta_info"]["completion_tokens"] == GREEDY["max_new_tokens"]
+        assert len(body["meta_info"]["output_token_logprobs"]) == GREEDY["max_new_tokens"]
+    status, chat = post(url, "/v1/chat/completions", {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    assert status == 200 and 1 <= chat["usage"]["completion_tokens"] <= 4, chat
+    req = urllib.request.Request(url + "/generate", json.dumps({"text": "hi", "sampling_params": GREEDY, "stream": True}).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        events = [json.loads(line[len(b"data: "):]) for line in r.read().split(b"\n\n") if line.startswith(b"data: {")]
+    assert events[-1]["meta_info"]["completion_tokens"] == GREEDY["max_new_tokens"]
+    # upstream's sentinel host runs without a transfer on a real decode server too (its warm-up requests)
+    body = generate(pd["decode"].url, PROMPTS[0], bootstrap_host="2.2.2.2", bootstrap_port=8998, bootstrap_room=7)
+    assert body["meta_info"]["completion_tokens"] == GREEDY["max_new_tokens"]
+    for u in (url, pd["decode"].url):
+        g = settled(u, {"used_pages": 0, "num_decode_prealloc_queue_reqs": 0, "num_decode_transfer_queue_reqs": 0})
+        assert g["used_pages"] == 0 and g["num_decode_prealloc_queue_reqs"] == 0 and g["num_decode_transfer_queue_reqs"] == 0, g
+
+
+def test_decode_radix_cache_sends_only_uncached_pages_and_answers_as_without_it(pd):
+    """``--disaggregation-decode-enable-radix-cache``: the second prompt sharing a prefix finds it cached on the
+    decode server (``cached_tokens``), the prefill server writes only the rest, and the answers stay those of
+    the decode server without the cache and of a colocated server."""
+    shared = "You are a careful assistant. Answer briefly and truthfully. " * 3
+    texts = [shared + q for q in ("What is two plus two?", "Name a colour.", "What is two plus two?")]
+    got = [generate(pd["radix_router"].url, t) for t in texts]  # in order: each finds what the ones before it left
+    assert [g["output_ids"] for g in got] == [generate(pd["router"].url, t)["output_ids"] for t in texts]
+    assert [g["output_ids"] for g in got] == [generate(pd["prefill"].url, t)["output_ids"] for t in texts]
+    cached, prompt = [g["meta_info"]["cached_tokens"] for g in got], [g["meta_info"]["prompt_tokens"] for g in got]
+    assert cached[0] == 0 and prompt[0] // 2 < cached[1] < prompt[1] and cached[2] == prompt[2], (cached, prompt)
+    assert all(g["meta_info"]["cached_tokens"] == 0 for g in (generate(pd["router"].url, texts[2]),))  # the plain decode server
+    assert settled(pd["radix"].url, {"num_decode_prealloc_queue_reqs": 0})["used_pages"] > 0  # the cache holds the pages
+    status, body = post(pd["radix"].url, "/generate", {"text": texts[0], "bootstrap_host": "2.2.2.2", "bootstrap_port": 8998, "bootstrap_room": 1})
+    assert status == 500 and "would enter the prefix cache" in body, body  # no unwritten KV in its cache
+    with urllib.request.urlopen(urllib.request.Request(pd["radix"].url + "/flush_cache", b"", method="POST"), timeout=30) as r:
+        assert r.status == 200
+    g = settled(pd["radix"].url, {"used_pages": 0, "num_decode_prealloc_queue_reqs": 0, "num_decode_transfer_queue_reqs": 0})
+    assert g["used_pages"] == 0 and g["num_decode_transfer_queue_reqs"] == 0, g
+
+
+def test_a_transfer_that_times_out_fails_naming_the_decode_side_and_leaks_nothing(pd):
+    """A decode server whose prefill server never gets the request (sent to the decode server alone) fails it
+    after SGLANG_DISAGGREGATION_WAITING_TIMEOUT, naming the side and the cause; its pages come back."""
+    t0 = time.monotonic()
+    status, body = post(pd["radix"].url, "/generate", {"text": PROMPTS[1], "sampling_params": GREEDY, "bootstrap_host": "127.0.0.1",
+                                                       "bootstrap_port": pd["bootstrap_port"], "bootstrap_room": 4242})
+    took = time.monotonic() - t0
+    assert status == 500 and "decode: no KV arrived" in body and "SGLANG_DISAGGREGATION_WAITING_TIMEOUT" in body, body
+    assert f"127.0.0.1:{pd['bootstrap_port']}" in body and RADIX_WAITING_TIMEOUT <= took < RADIX_WAITING_TIMEOUT + 20, (took, body)
+    g = settled(pd["radix"].url, {"used_pages": 0, "num_decode_prealloc_queue_reqs": 0, "num_decode_transfer_queue_reqs": 0})
+    assert g["used_pages"] == 0 and g["num_decode_transfer_queue_reqs"] == 0 and g["num_transfer_failed_reqs_total"] >= 1, g
+    g = settled(pd["prefill"].url, {"num_prefill_bootstrap_queue_reqs": 0})  # the decode side's abort cleared its page list there
+    assert g["num_prefill_bootstrap_queue_reqs"] == 0, g
 
 
 def test_tiny_decode_pool_queues_what_fits_and_refuses_what_cannot_naming_the_decode_side(pd):

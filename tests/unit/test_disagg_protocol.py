@@ -11,7 +11,7 @@ import pytest
 
 from sglang.srt.arg_groups.disagg import Timeouts, check_mooncake
 from sglang.srt.arg_groups.errors import ServerArgsError
-from sglang.srt.disaggregation.base import KVLayout, page_runs
+from sglang.srt.disaggregation.base import KVLayout, KVTransferError, page_runs
 from sglang.srt.disaggregation.bootstrap_server import BootstrapServer
 from sglang.srt.disaggregation.kv_manager import pack_first_token, unpack_first_token
 from sglang.srt.disaggregation.mini_lb import parse_args
@@ -32,6 +32,7 @@ def test_decode_mode_resolves_without_a_prefix_cache():
     sa = ServerArgs(disaggregation_mode="decode")
     assert sa.disable_radix_cache and "disaggregation" in sa.provenance()["disable_radix_cache"]
     assert not ServerArgs(disaggregation_mode="prefill").disable_radix_cache
+    assert not ServerArgs(disaggregation_mode="decode", disaggregation_decode_enable_radix_cache=True).disable_radix_cache
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -39,8 +40,14 @@ def test_decode_mode_resolves_without_a_prefix_cache():
     ({"num_reserved_decode_tokens": 4}, r"--num-reserved-decode-tokens take effect only"),
     ({"disaggregation_mode": "decode", "tp_size": 2}, r"drop --tp-size .*not implemented"),
     ({"disaggregation_mode": "prefill", "dp_size": 2}, r"drop --dp-size"),
-    ({"disaggregation_mode": "decode", "disaggregation_transfer_backend": "fake"}, r"fake is not implemented"),
-    ({"disaggregation_mode": "decode", "disaggregation_decode_enable_radix_cache": True}, r"enable-radix-cache is not implemented"),
+    ({"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"}, r"fake is for decode servers only"),
+    ({"disaggregation_mode": "decode", "disaggregation_transfer_backend": "fake", "disaggregation_ib_device": "mlx5_0"},
+     r"fake does not use"),
+    ({"disaggregation_mode": "prefill", "disaggregation_decode_enable_radix_cache": True}, r"enable-radix-cache is for decode servers"),
+    ({"disaggregation_mode": "decode", "disaggregation_decode_enable_radix_cache": True, "disable_radix_cache": True},
+     r"--disable-radix-cache turns off"),
+    ({"disaggregation_mode": "decode", "disaggregation_decode_enable_radix_cache": True, "disaggregation_transfer_backend": "fake"},
+     r"fake never receives"),
     ({"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake_tcp", "disaggregation_ib_device": "mlx5_0"},
      r"ib-device names an RDMA device"),
     ({"disaggregation_mode": "prefill", "disaggregation_bootstrap_port": 30000}, r"differ from --port"),
@@ -54,6 +61,29 @@ def test_disaggregation_flags_are_refused_with_the_reason(fields, message):
 def test_both_modes_pass_the_checks_with_mooncake_installed():
     for mode in ("prefill", "decode"):
         ServerArgs(disaggregation_mode=mode).check_server_args()
+
+
+def test_the_fake_backend_is_registered_and_needs_no_mooncake(monkeypatch):
+    from sglang.srt.arg_groups.disagg import TRANSFER_BACKENDS
+    from sglang.srt.arg_groups.meta import field_arg, public_fields
+    from sglang.srt.disaggregation.transfer import BACKENDS, FakeTransfer, create_transfer
+
+    flag = next(f for f in public_fields(ServerArgs) if f.name == "disaggregation_transfer_backend")
+    assert set(BACKENDS) == set(TRANSFER_BACKENDS) == set(field_arg(flag).choices)
+    monkeypatch.setitem(sys.modules, "mooncake.engine", None)  # a machine without Mooncake still runs a fake decode server
+    ServerArgs(disaggregation_mode="decode", disaggregation_transfer_backend="fake").check_server_args()
+    fake = create_transfer("fake", "127.0.0.1", None)
+    assert isinstance(fake, FakeTransfer) and not fake.moves_kv
+    with pytest.raises(KVTransferError, match="fake moves no KV"):
+        fake.write("peer", [0], [0], [8])
+
+
+def test_a_fake_decode_server_takes_requests_without_bootstrap_fields():
+    from sglang.srt.managers.bootstrap_fields import FAKE_BOOTSTRAP_HOST, fake_bootstrap
+
+    assert check_bootstrap("decode", None, fake=True) is None and "bootstrap_host" in check_bootstrap("decode", None)
+    a, b = fake_bootstrap(), fake_bootstrap()
+    assert a["host"] == FAKE_BOOTSTRAP_HOST and check_bootstrap("decode", a) is None and a["room"] != b["room"]
 
 
 def test_a_missing_mooncake_names_the_package(monkeypatch):

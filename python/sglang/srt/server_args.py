@@ -25,6 +25,7 @@ from typing import Any
 
 from sglang.srt.arg_groups import cli as _cli
 from sglang.srt.arg_groups.checks import check_server_args as _check
+from sglang.srt.arg_groups.disagg import TRANSFER_BACKENDS
 from sglang.srt.arg_groups.errors import ServerArgsError
 from sglang.srt.arg_groups.meta import NS, Arg, arg, public_fields
 from sglang.srt.arg_groups.resolution import suggest
@@ -123,13 +124,13 @@ class ServerArgs:
     disaggregation_transfer_backend: str = arg("mooncake", Arg("how KV pages move between prefill and decode servers: mooncake (the Mooncake "
                                                                "transfer engine; TCP where no RDMA device is named), mooncake_tcp (mooncake over "
                                                                "TCP), or fake (decode only: no prefill server, the KV is not computed; for "
-                                                               "benchmarking the decode side)", choices=("mooncake", "mooncake_tcp", "fake")),
+                                                               "benchmarking the decode side)", choices=TRANSFER_BACKENDS),
                                                NS("disagg"))
     disaggregation_bootstrap_port: int = arg(8998, Arg("port of the prefill server's bootstrap endpoint, where decode servers find its KV "
                                                        "transfer endpoint"), NS("disagg"))
     disaggregation_ib_device: str | None = arg(None, Arg("RDMA device(s) for the mooncake backend (e.g. mlx5_0); unset: TCP"), NS("disagg"))
-    disaggregation_decode_enable_radix_cache: bool = arg(False, Arg("keep a prefix cache on a decode server (not implemented: start-up "
-                                                                    "refuses it)"), NS("disagg"))
+    disaggregation_decode_enable_radix_cache: bool = arg(False, Arg("keep a prefix cache on a decode server: a prompt whose leading "
+                                                                    "pages it holds takes only the rest from the prefill server"), NS("disagg"))
     num_reserved_decode_tokens: int = arg(512, Arg("KV tokens a decode server reserves per request beyond its prompt when it "
                                                    "pre-allocates (at most max_new_tokens)"), NS("disagg"))
     # -- serving -------------------------------------------------------------

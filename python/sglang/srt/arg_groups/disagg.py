@@ -1,7 +1,7 @@
 """``--disaggregation-*`` checks and the timeouts of the handshake and the transfer.
 
 Out of scope here, refused at start-up: tensor or data parallelism on either side (``--tp-size``,
-``--dp-size``, ``--nnodes``, ``--use-ray``), a prefix cache on a decode server, and the ``fake`` backend.
+``--dp-size``, ``--nnodes``, ``--use-ray``), LoRA adapters, and the ``fake`` backend on a prefill server.
 """
 
 from __future__ import annotations
@@ -76,12 +76,22 @@ def check_disagg_args(sa: Any) -> None:
     if sa.enable_lora or sa.lora_paths:
         raise ServerArgsError(f"--disaggregation-mode {mode} with LoRA adapters is not implemented here (the KV a prefill server "
                               "sends is not tagged with its adapter); drop --enable-lora / --lora-paths, or serve adapters colocated")
-    if sa.disaggregation_transfer_backend == "fake":
-        raise ServerArgsError("--disaggregation-transfer-backend fake is not implemented here (upstream: decode-only benchmarking without "
-                              "a prefill server); use mooncake with a prefill server")
-    if sa.disaggregation_decode_enable_radix_cache:
-        raise ServerArgsError("--disaggregation-decode-enable-radix-cache is not implemented here: a decode server takes every prompt "
-                              "page from its prefill server; drop the flag")
+    fake = sa.disaggregation_transfer_backend == "fake"
+    if fake and mode == "prefill":
+        raise ServerArgsError("--disaggregation-transfer-backend fake is for decode servers only (it benchmarks decoding with no "
+                              "prefill server; nothing would receive a prefill server's KV): use mooncake on a prefill server")
+    if fake and sa.disaggregation_ib_device is not None:
+        raise ServerArgsError("--disaggregation-ib-device names an RDMA device, which --disaggregation-transfer-backend fake does not "
+                              "use; drop one of them")
+    if fake and sa.disaggregation_decode_enable_radix_cache:
+        raise ServerArgsError("--disaggregation-decode-enable-radix-cache caches KV a prefill server sent, which "
+                              "--disaggregation-transfer-backend fake never receives (as upstream): drop one of them")
+    if sa.disaggregation_decode_enable_radix_cache and mode != "decode":
+        raise ServerArgsError("--disaggregation-decode-enable-radix-cache is for decode servers (a prefill server keeps its prefix "
+                              "cache anyway): drop it or use --disaggregation-mode decode")
+    if sa.disaggregation_decode_enable_radix_cache and sa.disable_radix_cache:
+        raise ServerArgsError("--disaggregation-decode-enable-radix-cache keeps a prefix cache, which --disable-radix-cache turns off: "
+                              "drop one of them")
     if sa.disaggregation_ib_device is not None and sa.disaggregation_transfer_backend == "mooncake_tcp":
         raise ServerArgsError("--disaggregation-ib-device names an RDMA device, which --disaggregation-transfer-backend mooncake_tcp "
                               "does not use; drop one of them")
@@ -91,4 +101,5 @@ def check_disagg_args(sa: Any) -> None:
     if sa.num_reserved_decode_tokens < 0:
         raise ServerArgsError(f"--num-reserved-decode-tokens must be >= 0, got {sa.num_reserved_decode_tokens}")
     Timeouts.from_env()
-    check_mooncake()
+    if not fake:
+        check_mooncake()

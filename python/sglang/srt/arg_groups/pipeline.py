@@ -118,8 +118,9 @@ def _normalize_schedule_policy(view: Any) -> dict[str, Any] | None:
 
 @register_post_process_pass("disaggregation_decode")
 def _decode_without_prefix_cache(view: Any) -> dict[str, Any] | None:
-    """A decode server takes every prompt page from its prefill server: it keeps no prefix cache (as upstream)."""
-    if view.disaggregation_mode == "decode" and not view.disable_radix_cache:
+    """A decode server takes every prompt page from its prefill server: it keeps no prefix cache unless
+    ``--disaggregation-decode-enable-radix-cache`` asks for one (as upstream)."""
+    if view.disaggregation_mode == "decode" and not view.disable_radix_cache and not view.disaggregation_decode_enable_radix_cache:
         return {"disable_radix_cache": True}
     return None
 

@@ -12,6 +12,15 @@ Then it joins the running batch with its first token, as if it had been prefille
 bounded (``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``), and a prefill server whose bootstrap endpoint stops
 answering (``SGLANG_DISAGGREGATION_HEARTBEAT_*``) fails its requests at once. Pages a prefill server may
 still be writing are held back (*draining*) until it answers or the wait times out, never reused early.
+
+With ``--disaggregation-decode-enable-radix-cache`` the decode server keeps a prefix cache (as upstream): at
+pre-allocation the prompt's longest cached page-aligned prefix is locked and only the pages after it are
+allocated and sent for (``prefix_pages``); a request that ends caches its pages here.
+
+With ``--disaggregation-transfer-backend fake`` (or a request whose ``bootstrap_host`` is upstream's sentinel
+``2.2.2.2``) there is no prefill server: the request skips (1), and (3) ends as soon as (2) has its pages.
+Those pages hold whatever the pool held and the first token is the prompt's last token (upstream reads an
+unwritten metadata row instead): the text means nothing, the flow and the decoding work are real.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from typing import Any
 from sglang.srt.arg_groups.disagg import Timeouts
 from sglang.srt.disaggregation.base import KVPoll
 from sglang.srt.disaggregation.kv_manager import DecodeKVManager
+from sglang.srt.managers.bootstrap_fields import FAKE_BOOTSTRAP_HOST
 from sglang.srt.managers.schedule_batch import Req
 from sglang.srt.managers.scheduler_output import build_output, check_finished
 from sglang.srt.runtime_context import get_disagg, get_schedule
@@ -42,6 +52,7 @@ class _Entry:
     state: KVPoll = KVPoll.Bootstrapping
     route: dict[str, Any] | None = None
     slot: int | None = None
+    fake: bool = False  # no prefill server: no lookup, no transfer, no heartbeat
 
 
 class DecodeSide:
@@ -53,6 +64,7 @@ class DecodeSide:
         self.manager = DecodeKVManager(runner.kv_pool, sched.allocator.num_pages, get_disagg(), sched.server_args.host, slots,
                                        timeouts.heartbeat)
         self.reserve = get_disagg().num_reserved_decode_tokens
+        self.fake_backend = not self.manager.transfer.moves_kv
         self.entries: dict[str, _Entry] = {}  # rid -> entry, in arrival order
         self.rooms: dict[tuple[str, int], str] = {}  # (prefill address, room) -> rid
         self.draining: dict[tuple[str, int], tuple[list[int], int, float]] = {}  # pages and aux row a prefill may still write
@@ -62,14 +74,22 @@ class DecodeSide:
     def add(self, req: Req) -> bool:
         if req.bootstrap is None or req.params.max_new_tokens == 0:
             return False  # nothing to decode: served here (prompt log-probabilities only)
-        addr, room = f"{req.bootstrap['host']}:{req.bootstrap['port']}", req.bootstrap["room"]
+        fake = self.fake_backend or req.bootstrap["host"] == FAKE_BOOTSTRAP_HOST
+        if fake and self.s.tree is not None:
+            self.s.fail_request(req, f"decode: bootstrap_host {FAKE_BOOTSTRAP_HOST} (no transfer) is refused on a decode server with "
+                                     "--disaggregation-decode-enable-radix-cache: its unwritten KV would enter the prefix cache")
+            return True
+        addr, room = "fake" if fake else f"{req.bootstrap['host']}:{req.bootstrap['port']}", req.bootstrap["room"]
         if (addr, room) in self.rooms or (addr, room) in self.draining:
             self.s.fail_request(req, f"decode: bootstrap_room {room} of the prefill server at {addr} is already in use; send a fresh room")
+            return True
+        self.rooms[(addr, room)] = req.rid
+        if fake:
+            self.entries[req.rid] = _Entry(req, addr, room, time.monotonic(), KVPoll.WaitingForInput, fake=True)
             return True
         if self.manager.dead(addr, self.timeouts.heartbeat_failures) and not any(e.addr == addr for e in self.entries.values()):
             self.manager.failures.pop(addr, None)  # a prefill server that was gone may be back: its lookup decides
         self.entries[req.rid] = _Entry(req, addr, room, time.monotonic())
-        self.rooms[(addr, room)] = req.rid
         self.manager.route(addr)
         return True
 
@@ -114,9 +134,9 @@ class DecodeSide:
         for entry in list(self.entries.values()):
             if entry.state is KVPoll.WaitingForInput and not self._preallocate(entry):
                 break  # in arrival order: a later request does not overtake one that waits for pages
-        self.manager.watched = {e.addr for e in self.entries.values()} | {a for a, _ in self.draining}
+        self.manager.watched = {e.addr for e in self.entries.values() if not e.fake} | {a for a, _ in self.draining}
         for entry in list(self.entries.values()):
-            if self.manager.dead(entry.addr, self.timeouts.heartbeat_failures):
+            if not entry.fake and self.manager.dead(entry.addr, self.timeouts.heartbeat_failures):
                 self._fail(entry, f"decode: the prefill server at {entry.addr} stopped answering its bootstrap endpoint "
                                   f"({self.timeouts.heartbeat_failures} heartbeats failed); its requests fail", prefill_gone=True)
             elif now - entry.since > self.timeouts.waiting:
@@ -127,21 +147,49 @@ class DecodeSide:
                 self._release_drained(key)
 
     # -- internals ---------------------------------------------------------------------
+    def _lock_prefix(self, req: Req) -> list[int]:
+        """With a prefix cache here: lock the prompt's longest cached page-aligned prefix for ``req``."""
+        tree = self.s.tree
+        if tree is None:
+            return []
+        ps = self.s.page_size
+        pages, node = tree.match_prefix(req.origin_input_ids[: len(req.origin_input_ids) // ps * ps], req.lora_id)
+        tree.inc_lock_ref(node)  # before allocating: the allocation may evict unlocked pages
+        req.last_node, req.shared_pages = node, len(pages)
+        return list(pages)
+
+    def _unlock_prefix(self, req: Req) -> None:
+        if req.last_node is not None:
+            self.s.tree.dec_lock_ref(req.last_node)
+        req.last_node, req.shared_pages = None, 0
+
     def _preallocate(self, entry: _Entry) -> bool:
         req = entry.req
         prompt = len(req.origin_input_ids)
         tokens = min(prompt + min(self.reserve, req.params.max_new_tokens), self.s.max_total_tokens)
-        pages = self.s._alloc(-(-tokens // self.s.page_size))
+        prefix = self._lock_prefix(req)
+        pages = self.s._alloc(-(-tokens // self.s.page_size) - len(prefix))
         if pages is None:
+            self._unlock_prefix(req)
             return False
         pages.sort()  # any order holds the prompt; ascending makes the longest runs of one write each
+        if entry.fake:  # nothing to transfer: "written" at once (upstream's fake receiver reports success at once)
+            req.pages = pages
+            del self.entries[req.rid]
+            del self.rooms[(entry.addr, entry.room)]
+            token = req.origin_input_ids[-1]
+            info = (0.0, [(token, 0.0)][: req.params.top_logprobs_num]) if req.params.logprobs else None
+            self._start_decoding(req, token, info, None)
+            return True
         if not self.manager.free_aux:
             self.s.allocator.free(pages)
+            self._unlock_prefix(req)
             return False
         entry.slot = self.manager.free_aux.pop()
-        req.pages = pages
+        req.pages = prefix + pages
+        req.cached_tokens = len(prefix) * self.s.page_size
         assert entry.route is not None
-        if not self.manager.send_pages(entry.route, entry.room, pages, entry.slot):
+        if not self.manager.send_pages(entry.route, entry.room, pages, entry.slot, len(prefix)):
             self._fail(entry, f"decode: the prefill server at {entry.addr} does not take messages at {entry.route['endpoint']}")
             return True
         entry.state = KVPoll.Transferring
@@ -185,7 +233,7 @@ class DecodeSide:
             req.finished_reason = {"type": "stop", "matched": token}
         if req.finished_reason is not None:
             s.live.pop(req.rid, None)
-            s._release(req, cache=False)
+            s._release(req, cache=True)  # with a prefix cache here, the prompt's pages stay cached
         else:
             s.running.append(req)
         out = build_output([req])
@@ -194,17 +242,19 @@ class DecodeSide:
 
     def _drop(self, entry: _Entry, why: str) -> None:
         """Forget ``entry``; pages a live prefill server may still write are drained, not freed."""
+        pages = entry.req.pages[entry.req.shared_pages :]  # a cached prefix is never written by the prefill server
+        self._unlock_prefix(entry.req)
         self.entries.pop(entry.req.rid, None)
         self.rooms.pop((entry.addr, entry.room), None)
         if entry.route is not None and why != "prefill gone":
             self.manager.send_abort(entry.route, entry.room)  # best effort: the prefill side drops the request
         if entry.state is KVPoll.Transferring and why != "prefill gone":
             assert entry.slot is not None
-            self.draining[(entry.addr, entry.room)] = (entry.req.pages, entry.slot, time.monotonic() + self.timeouts.waiting)
+            self.draining[(entry.addr, entry.room)] = (pages, entry.slot, time.monotonic() + self.timeouts.waiting)
         else:
             if entry.slot is not None:
                 self.manager.free_aux.append(entry.slot)
-            self.s.allocator.free(entry.req.pages)
+            self.s.allocator.free(pages)
         entry.req.pages = []
 
     def _fail(self, entry: _Entry, message: str, prefill_gone: bool = False) -> None:

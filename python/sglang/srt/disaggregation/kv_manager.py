@@ -2,8 +2,9 @@
 
 Messages are JSON over ZMQ (never pickles: peers are other machines). Each side binds an inbox:
 
-- decode -> prefill ``{"type": "pages", "room", "endpoint", "session", "pages", "aux", "layout"}``: where the
-  prefill side writes ``room``'s KV pages and first token; ``{"type": "abort", "room"}``: the decode side
+- decode -> prefill ``{"type": "pages", "room", "endpoint", "session", "pages", "prefix_pages", "aux", "layout"}``:
+  where the prefill side writes ``room``'s KV pages (those after the first ``prefix_pages`` of the prompt,
+  which a decode server with a prefix cache already holds) and first token; ``{"type": "abort", "room"}``: the decode side
   gave the request up.
 - prefill -> decode ``{"type": "done", "room", "ok", "error"}``: after the write (or its failure).
 
@@ -221,9 +222,10 @@ class DecodeKVManager(_Side):
         raise KVTransferError(f"decode: the prefill server's bootstrap endpoint at {addr} does not answer ({last}); check "
                               "bootstrap_host/bootstrap_port and the prefill server's --disaggregation-bootstrap-port")
 
-    def send_pages(self, route: dict[str, Any], room: int, pages: list[int], slot: int) -> bool:
+    def send_pages(self, route: dict[str, Any], room: int, pages: list[int], slot: int, prefix_pages: int = 0) -> bool:
+        """Tell the prefill server where ``room``'s prompt pages after the first ``prefix_pages`` (cached here) go."""
         return self.plane.send(route["endpoint"], {"type": "pages", "room": room, "endpoint": self.plane.endpoint,
-                                                   "session": self.transfer.session, "pages": pages,
+                                                   "session": self.transfer.session, "pages": pages, "prefix_pages": prefix_pages,
                                                    "aux": self.aux.data_ptr() + slot * AUX_BYTES, "layout": self.layout.wire()})
 
     def send_abort(self, route: dict[str, Any], room: int) -> None:

@@ -64,7 +64,8 @@ class PrefillSide:
         if req.aborted:
             self._tell_failed(req.disagg, "prefill: the request was aborted on the prefill server")
             return False
-        pages = req.pages[: -(-len(req.origin_input_ids) // self.s.page_size)]
+        skip = req.disagg["prefix_pages"]  # the decode server's prefix cache holds these
+        pages = req.pages[skip : -(-len(req.origin_input_ids) // self.s.page_size)]
         meta = dict(req.disagg, input_logprobs=req.input_logprobs if req.input_lp_from is not None else None)
         self.inflight[req.rid] = (req, self.manager.send(meta, pages, token, info))
         return True
@@ -126,7 +127,14 @@ class PrefillSide:
         if room not in self.bootstrapping or room not in self.page_lists:
             return
         (req, _), (meta, _) = self.bootstrapping.pop(room), self.page_lists.pop(room)
-        need = -(-len(req.origin_input_ids) // self.s.page_size)
+        prompt_pages = -(-len(req.origin_input_ids) // self.s.page_size)
+        skip = meta.get("prefix_pages", 0)
+        if not isinstance(skip, int) or isinstance(skip, bool) or not 0 <= skip <= prompt_pages:
+            self._tell_failed(meta, f"prefill: prefix_pages {skip!r} does not fit a prompt of {prompt_pages} pages")
+            self.s.fail_request(req, f"prefill: the decode server's page list for bootstrap_room {room} is malformed")
+            return
+        meta["prefix_pages"] = skip
+        need = prompt_pages - skip
         if len(meta.get("pages") or []) < need:
             self._tell_failed(meta, f"prefill: the decode server sent {len(meta.get('pages') or [])} pages; the prompt needs {need}")
             self.s.fail_request(req, f"prefill: the decode server's page list for bootstrap_room {room} is too short")
@@ -135,7 +143,9 @@ class PrefillSide:
         self.s.waiting.append(req)
 
     def _decode_gave_up(self, room: int) -> None:
-        self.page_lists.pop(room, None)
+        listed = self.page_lists.pop(room, None)
+        if listed is not None:  # nothing will be written into those pages: the decode side may reuse them now
+            self._tell_failed(listed[0], f"prefill: dropped bootstrap_room {room} as the decode server asked")
         entry = self.bootstrapping.pop(room, None)
         req = entry[0] if entry else next((r for r in self.s.waiting if r.disagg is not None and r.disagg["room"] == room), None)
         if req is not None:

@@ -103,7 +103,7 @@ class Engine(Closing):
         from sglang.srt.arg_groups.overrides import declare_late_resolution
         from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
         from sglang.srt.plugins import load_plugins
-        from sglang.srt.runtime_context import publish
+        from sglang.srt.runtime_context import get_disagg, publish
         from sglang.utils.process import free_port
 
         load_plugins()
@@ -114,17 +114,18 @@ class Engine(Closing):
         if server_args.nccl_port is None and (server_args.nnodes == 1 or server_args.use_ray):
             declare_late_resolution(server_args, "launcher: a free port for torch.distributed", nccl_port=free_port())
         self._port_args = port_args = PortArgs.init_new(server_args, self._detokenizer_input())
-        if server_args.disaggregation_mode == "prefill":  # its scheduler registers there while it starts
+        publish(server_args, role="tokenizer")  # resolved: what follows reads the bags (get_disagg())
+        disagg = get_disagg()
+        if disagg.disaggregation_mode == "prefill":  # its scheduler registers there while it starts
             from sglang.srt.disaggregation.bootstrap_server import BootstrapServer
 
-            self._bootstrap = BootstrapServer(server_args.host, server_args.disaggregation_bootstrap_port)
+            self._bootstrap = BootstrapServer(server_args.host, disagg.disaggregation_bootstrap_port)
         self._start_scheduler_ranks(server_args, port_args)
         if server_args.node_rank == 0:
             self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
         self.info = self._wait_ready()
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks
-        publish(server_args, role="tokenizer")
         self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info)
         self.tokenizer_manager.root_cause = self._wait_dead_child
         threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
@@ -141,8 +142,9 @@ class Engine(Closing):
         ``RayEngine``: Ray actors."""
         from sglang.srt.entrypoints.ranks import local_rank_specs
         from sglang.srt.managers.scheduler import run_scheduler_process
+        from sglang.srt.runtime_context import get_disagg
 
-        if server_args.disaggregation_mode != "null":  # the same rank, with its prefill or decode side attached
+        if get_disagg().disaggregation_mode != "null":  # the same rank, with its prefill or decode side attached
             from sglang.srt.disaggregation.scheduler import run_disagg_scheduler_process as run_scheduler_process
         from sglang.srt.managers.scheduler_process import rank_name
         from sglang.utils.process import free_port

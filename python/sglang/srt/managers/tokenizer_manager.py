@@ -24,7 +24,7 @@ import zmq
 from sglang.srt.configs.generation_config import request_defaults, with_defaults
 from sglang.srt.lora.messages import LoRAUpdateOutput
 from sglang.srt.lora.tokenizer_side import LoRAFrontend, LoRAUnavailable, acquire_lora
-from sglang.srt.managers.bootstrap_fields import check_bootstrap
+from sglang.srt.managers.bootstrap_fields import check_bootstrap, fake_bootstrap
 from sglang.srt.managers.data_parallel_controller import DataParallelController
 from sglang.srt.managers.io_struct import (
     AbortReq,
@@ -126,6 +126,8 @@ class TokenizerManager:
         self.profile: ProfileReq | None = None
         self._ids = itertools.count()
         self.lora = create_lora_frontend(self._send, len(replicas))  # None without --enable-lora
+        # the disagg bag this engine published just before building this manager, held: several engines may share a process
+        self.disagg_mode, self.disagg_fake = _disagg_mode()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
         self.thread.start()
@@ -156,9 +158,11 @@ class TokenizerManager:
         ``lora_path``: the name of a loaded LoRA adapter (upstream's field name), None for the base model."""
         if self.dead is not None:
             raise EngineDeadError(str(self.dead)) from self.dead
-        problem = check_bootstrap(self.server_args.disaggregation_mode, bootstrap)
+        problem = check_bootstrap(self.disagg_mode, bootstrap, self.disagg_fake)
         if problem is not None:
             raise RequestError(problem, "bootstrap_room")
+        if bootstrap is None and self.disagg_fake:
+            bootstrap = fake_bootstrap()  # a fake-backend decode server pairs with no prefill server (upstream's sentinel)
         try:
             # the one place every entry passes: a field the request does not send takes the server's default
             params = SamplingParams.from_dict(with_defaults(sampling_params, self.sampling_defaults), self.tokenizer.vocab_size)
@@ -378,6 +382,15 @@ class TokenizerManager:
             sock.close(0)
         self.recv_sock.close(0)
         self.ctx.term()
+
+
+def _disagg_mode() -> tuple[str, bool]:
+    """``--disaggregation-mode``, and whether this is a decode server of the ``fake`` transfer backend, from the
+    published ``disagg`` bag (``get_disagg()``)."""
+    from sglang.srt.runtime_context import get_disagg
+
+    bag = get_disagg()
+    return bag.disaggregation_mode, bag.disaggregation_mode == "decode" and bag.disaggregation_transfer_backend == "fake"
 
 
 def create_lora_frontend(send: Callable[[Any, int | None], None], replicas: int) -> LoRAFrontend | None:
