@@ -16,7 +16,7 @@ import torch
 
 import sglang
 from helpers.reference import hf_prompt_logprobs
-from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [

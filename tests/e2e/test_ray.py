@@ -88,7 +88,7 @@ import sys
 import time
 
 import sglang
-from sglang.srt.managers.tokenizer_manager import EngineDeadError
+from sglang.srt.managers.request_errors import EngineDeadError
 
 
 def main():

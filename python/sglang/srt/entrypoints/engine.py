@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
-from sglang.srt.managers.tokenizer_manager import EngineDeadError, ReqState, RequestError, TokenizerManager
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError
+from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
 from sglang.utils.lifecycle import Closing
 
 if TYPE_CHECKING:

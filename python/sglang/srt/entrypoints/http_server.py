@@ -24,7 +24,7 @@ from sglang.srt.entrypoints.native_api import install_native_routes
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
 from sglang.srt.entrypoints.openai.serving import ModelNotFound, OpenAIServing
 from sglang.srt.managers.metrics import CONTENT_TYPE
-from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError, RequestFailedError, ServerShutdown
 from sglang.utils.graceful_server import graceful_server_class
 from sglang.utils.http_common import error, install_common
 from sglang.utils.openapi import SSE

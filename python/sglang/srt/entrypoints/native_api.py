@@ -53,7 +53,7 @@ def _with_text(meta: dict[str, Any], decode: Callable[[int], str]) -> None:
 
 def _bootstrap(req: Any, i: int) -> dict[str, Any] | None:
     """The bootstrap fields of a body's ``i``-th request; a room list too short for it is a 400."""
-    from sglang.srt.managers.tokenizer_manager import RequestError
+    from sglang.srt.managers.request_errors import RequestError
 
     try:
         return req.bootstrap_for(i)

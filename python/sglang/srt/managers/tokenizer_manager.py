@@ -37,33 +37,13 @@ from sglang.srt.managers.io_struct import (
     TokenizedGenerateReqInput,
 )
 from sglang.srt.managers.metrics import EngineMetrics
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError, RequestFailedError, check_text
 from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
 
 if TYPE_CHECKING:
     from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
-
-
-class EngineDeadError(RuntimeError):
-    """A child process of the engine died; the message names it and its exit code."""
-
-
-class ServerShutdown(EngineDeadError):
-    """The server is stopping (SIGTERM/SIGINT): pending requests end with this, and it is not a fault."""
-
-
-class RequestError(ValueError):
-    """The request is invalid (the message names the parameter); the engine keeps serving."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-
-
-class RequestFailedError(RuntimeError):
-    """The request failed while the engine served it (the message names the cause, and the
-    plugin when a hook raised); only this request ended, the engine keeps serving."""
 
 
 MAX_PROMPT_CHARS = 1 << 22
@@ -420,19 +400,3 @@ def _load_tokenizer_and_defaults(server_args: ServerArgs) -> tuple[Any, dict[str
         logger.info("sampling defaults of requests (--sampling-defaults %s, --preferred-sampling-params): %s",
                     server_args.sampling_defaults, defaults)
     return tokenizer, defaults
-
-
-def unicode_problem(text: str) -> str | None:
-    """Why ``text`` cannot be encoded as UTF-8 (a lone surrogate such as ``"\\ud800"``), or ``None``."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"{exc.reason} at character {exc.start}"
-    return None
-
-
-def check_text(text: str, field: str) -> None:
-    """Raise :class:`RequestError` naming ``field`` for text that is not valid Unicode."""
-    problem = unicode_problem(text)
-    if problem is not None:
-        raise RequestError(f"{field} is not valid Unicode text: {problem}", field)

@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from sglang.srt.managers.tokenizer_manager import unicode_problem
+from sglang.srt.managers.request_errors import unicode_problem
 from sglang.srt.sampling.neutral import CHAT, COMPLETIONS, GENERATE, SAMPLING, Neutral, fields_of
 from sglang.srt.sampling.sampling_params import (
     LIMITS,

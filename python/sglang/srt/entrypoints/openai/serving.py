@@ -27,7 +27,7 @@ from sglang.srt.function_call import (
     template_renders_tools,
 )
 from sglang.srt.function_call.parser import parse_forced_calls
-from sglang.srt.managers.tokenizer_manager import EngineDeadError, RequestError, check_text
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError, check_text
 from sglang.utils.http_common import error_body
 
 logger = logging.getLogger(__name__)
