@@ -14,6 +14,7 @@ from sglang.srt.server_args import DEFAULT_MODEL
 pytestmark = pytest.mark.model
 
 STEPS = 3
+N = 24  # greedy tokens per reference answer
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +32,10 @@ def pair():
 def greedy(pair):
     plain, spec = pair
     prompts = [chat(plain, p) for p in (PROMPTS[0], PROMPTS[3])]
-    a = [run(plain, [p], {"max_new_tokens": 32})[0] for p in prompts]
+    a = [run(plain, [p], {"max_new_tokens": N})[0] for p in prompts]
     spec.spec.flush()
     spec.tree.reset()
-    b = [run(spec, [p], {"max_new_tokens": 32})[0] for p in prompts]
+    b = [run(spec, [p], {"max_new_tokens": N})[0] for p in prompts]
     return prompts, a, b
 
 
@@ -50,67 +51,66 @@ def test_greedy_tokens_equal_and_a_draft_equal_to_the_target_is_accepted(pair, g
     _no_leak(pair[1])
 
 
-def test_batched_and_finishing_inside_a_draft(pair, greedy):
+def test_batched_cached_and_finishing_inside_a_draft(pair, greedy):
     prompts, a, _ = greedy
-    _, spec = pair
-    b = run(spec, prompts, {"max_new_tokens": 32})
+    plain, spec = pair
+    b = run(spec, prompts, {"max_new_tokens": N})
     assert [r["ids"] for r in b] == [r["ids"] for r in a]
     assert all(r["spec"]["spec_accept_length"] > 1.5 for r in b)  # two requests: the knee budget still leaves drafts
+    follow = prompts[0] + a[0]["ids"]
+    pages, _ = spec.tree.match_prefix(follow)
+    assert len(pages) * spec.page_size >= len(follow) - 2 * spec.page_size  # the prompt and the committed output are cached
+    # a follow-up turn starts from that cache: its drafts come from right draft KV (otherwise they would be rejected)
+    (r,) = run(spec, [follow], {"max_new_tokens": 12})
+    (want,) = run(plain, [follow], {"max_new_tokens": 12})
+    assert r["ids"] == want["ids"] and r["spec"]["spec_accept_length"] > 3.0, r["spec"]
     for n in (2, 6):  # the first verify emits tokens 2..5: both end inside a draft
         (r,) = run(spec, [prompts[0]], {"max_new_tokens": n})
         assert r["ids"] == a[0]["ids"][:n] and r["reason"] == {"type": "length", "length": n}
     word = spec.tokenizer.decode(a[0]["ids"][8:9]).strip()
-    (r,) = run(spec, [prompts[0]], {"max_new_tokens": 32, "stop": [word]})
+    (r,) = run(spec, [prompts[0]], {"max_new_tokens": N, "stop": [word]})
     assert r["reason"] == {"type": "stop", "matched": word} and len(r["ids"]) <= 9
-    _no_leak(spec)
-
-
-def test_cached_prefixes_carry_the_drafts_kv(pair, greedy):
-    prompts, a, _ = greedy
-    _, spec = pair
-    spec.tree.reset()
-    run(spec, [prompts[0]], {"max_new_tokens": 32})
-    follow = prompts[0] + a[0]["ids"]
-    pages, _ = spec.tree.match_prefix(follow)
-    assert len(pages) * spec.page_size >= len(follow) - 2 * spec.page_size  # the prompt and the committed output
-    # a follow-up turn starts from that cache: its drafts still come from right draft KV (otherwise they'd be rejected)
-    (r,) = run(spec, [follow], {"max_new_tokens": 16})
-    (want,) = run(pair[0], [follow], {"max_new_tokens": 16})
-    assert r["ids"] == want["ids"] and r["spec"]["spec_accept_length"] > 3.0, r["spec"]
     _no_leak(spec)
 
 
 def test_penalties_logprobs_and_sampling(pair, greedy):
     plain, spec = pair
-    p = {"max_new_tokens": 16, "frequency_penalty": 0.3, "logit_bias": {"13": 2.0}, "logprobs": True, "top_logprobs_num": 2}
-    want, got = run(plain, [chat(plain, PROMPTS[1])], p)[0], run(spec, [chat(spec, PROMPTS[1])], p)[0]
+    p = {"max_new_tokens": 8, "frequency_penalty": 0.3, "logit_bias": {"13": 2.0}, "logprobs": True, "top_logprobs_num": 2}
+    prompt = greedy[0][0]
+    want, got = run(plain, [prompt], p)[0], run(spec, [prompt], p)[0]
     assert got["ids"] == want["ids"] and len(got["logprobs"]) == len(got["ids"])
     for (lw, tw), (lg, tg) in zip(want["logprobs"], got["logprobs"]):
         assert lg == pytest.approx(lw, abs=1e-3) and [t for t, _ in tg] == [t for t, _ in tw]
     # sampling: drafts drawn from the draft's distribution, which equals the target's, are nearly always accepted
-    params = [{"temperature": 0.7, "max_new_tokens": 24, "seed": 7 + i, "ignore_eos": True} for i in range(2)]
-    outs = run(spec, [greedy[0][1]] * 2, params)
-    assert all(len(o["ids"]) == 24 and o["spec"]["spec_accept_length"] > 2.0 for o in outs), [o["spec"] for o in outs]
-    assert run(spec, [greedy[0][1]] * 2, params)[0]["ids"] == outs[0]["ids"]  # fixed seeds: reproducible
+    params = [{"temperature": 0.7, "max_new_tokens": 12, "seed": 7 + i, "ignore_eos": True} for i in range(2)]
+    outs = run(spec, [prompt] * 2, params)
+    assert all(len(o["ids"]) == 12 and o["spec"]["spec_accept_length"] > 2.0 for o in outs), [o["spec"] for o in outs]
     _no_leak(spec)
 
 
 def test_a_failing_draft_model_costs_speculation_not_the_request(pair, greedy):
+    from sglang.srt.managers.io_struct import TokenizedGenerateReqInput
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.testing.plugins import restored_hooks
 
     prompts, a, _ = greedy
     _, spec = pair
+    spec.tree.reset()  # no cached draft KV to start from
 
     def broken(*args, **kwargs):
         raise RuntimeError("the draft model is broken")
 
+    spec.add_request(TokenizedGenerateReqInput("broken-draft", prompts[1], {"temperature": 0, "max_new_tokens": N}))
     with restored_hooks():
         HookRegistry.register("sglang.srt.speculative.draft_worker.DraftWorker.forward", broken, HookType.BEFORE)
         HookRegistry.apply_hooks()
-        (r,) = run(spec, [prompts[1]], {"max_new_tokens": 12})
-    assert r["ids"] == a[1]["ids"][:12] and r["spec"]["spec_num_proposed_drafts"] == 0
-    # once the draft works again, the request's missing draft KV is caught up and drafts are accepted again
-    (r,) = run(spec, [prompts[1]], {"max_new_tokens": 32})
-    assert r["ids"] == a[1]["ids"] and r["spec"]["spec_accept_length"] > 3.0
+        for _ in range(6):  # the prefill (the draft's fails too) and five steps without drafts
+            spec.step()
+    req = spec.live["broken-draft"]
+    assert len(req.output_ids) == 6 and req.spec.proposed == 0 and req.spec.draft_len == 0
+    # the draft works again: its KV catches up over the prompt and the 6 tokens, and its drafts are accepted
+    while spec.has_work():
+        spec.step()
+    assert req.output_ids == a[1]["ids"] and req.spec.accepted >= 3
+    spec.outbox.clear()
     _no_leak(spec)
