@@ -86,3 +86,13 @@ def test_verify_hands_each_request_its_own_draft_rows():
     toks, _ = verify(logits, [[1], [1]], [_sampler(3), greedy], draft_probs=[[q], None])
     assert toks[0][0] == 1 and len(toks[0]) == 2
     assert toks[1] == [1, 1]  # the argmax of Q is 1: accepted, then the bonus
+
+
+def test_the_draft_load_format_must_match_what_its_path_holds():
+    from sglang.srt.model_loader import ModelLoadError, read_weights
+    from sglang.srt.server_args import DEFAULT_MODEL
+
+    with pytest.raises(ModelLoadError, match="holds gguf weights: use gguf or auto"):
+        read_weights(DEFAULT_MODEL, load_format="safetensors")  # refused before any tensor is read
+    with pytest.raises(ModelLoadError, match="not one this loader reads"):
+        read_weights(DEFAULT_MODEL, load_format="pt")
