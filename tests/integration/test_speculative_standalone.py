@@ -14,7 +14,7 @@ from sglang.srt.server_args import DEFAULT_MODEL
 pytestmark = pytest.mark.model
 
 STEPS = 3
-N = 24  # greedy tokens per reference answer
+N = 20  # greedy tokens of the reference answer
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def pair():
 @pytest.fixture(scope="module")
 def greedy(pair):
     plain, spec = pair
-    prompts = [chat(plain, p) for p in (PROMPTS[0], PROMPTS[3])]
+    prompts = [chat(plain, PROMPTS[0])]
     a = [run(plain, [p], {"max_new_tokens": N})[0] for p in prompts]
     spec.spec.flush()
     spec.tree.reset()
@@ -54,16 +54,16 @@ def test_greedy_tokens_equal_and_a_draft_equal_to_the_target_is_accepted(pair, g
 def test_batched_cached_and_finishing_inside_a_draft(pair, greedy):
     prompts, a, _ = greedy
     plain, spec = pair
-    b = run(spec, prompts, {"max_new_tokens": N})
-    assert [r["ids"] for r in b] == [r["ids"] for r in a]
+    b = run(spec, prompts * 2, {"max_new_tokens": N})
+    assert [r["ids"] for r in b] == [a[0]["ids"]] * 2
     assert all(r["spec"]["spec_accept_length"] > 1.5 for r in b)  # two requests: the knee budget still leaves drafts
     follow = prompts[0] + a[0]["ids"]
     pages, _ = spec.tree.match_prefix(follow)
     assert len(pages) * spec.page_size >= len(follow) - 2 * spec.page_size  # the prompt and the committed output are cached
     # a follow-up turn starts from that cache: its drafts come from right draft KV (otherwise they would be rejected)
-    (r,) = run(spec, [follow], {"max_new_tokens": 12})
-    (want,) = run(plain, [follow], {"max_new_tokens": 12})
-    assert r["ids"] == want["ids"] and r["spec"]["spec_accept_length"] > 3.0, r["spec"]
+    (r,) = run(spec, [follow], {"max_new_tokens": 8})
+    (want,) = run(plain, [follow], {"max_new_tokens": 8})
+    assert r["ids"] == want["ids"] and r["spec"]["spec_accept_length"] > 2.5, r["spec"]
     for n in (2, 6):  # the first verify emits tokens 2..5: both end inside a draft
         (r,) = run(spec, [prompts[0]], {"max_new_tokens": n})
         assert r["ids"] == a[0]["ids"][:n] and r["reason"] == {"type": "length", "length": n}
@@ -82,9 +82,9 @@ def test_penalties_logprobs_and_sampling(pair, greedy):
     for (lw, tw), (lg, tg) in zip(want["logprobs"], got["logprobs"]):
         assert lg == pytest.approx(lw, abs=1e-3) and [t for t, _ in tg] == [t for t, _ in tw]
     # sampling: drafts drawn from the draft's distribution, which equals the target's, are nearly always accepted
-    params = [{"temperature": 0.7, "max_new_tokens": 12, "seed": 7 + i, "ignore_eos": True} for i in range(2)]
+    params = [{"temperature": 0.7, "max_new_tokens": 10, "seed": 7 + i, "ignore_eos": True} for i in range(2)]
     outs = run(spec, [prompt] * 2, params)
-    assert all(len(o["ids"]) == 12 and o["spec"]["spec_accept_length"] > 2.0 for o in outs), [o["spec"] for o in outs]
+    assert all(len(o["ids"]) == 10 and o["spec"]["spec_accept_length"] > 2.0 for o in outs), [o["spec"] for o in outs]
     _no_leak(spec)
 
 
@@ -100,7 +100,7 @@ def test_a_failing_draft_model_costs_speculation_not_the_request(pair, greedy):
     def broken(*args, **kwargs):
         raise RuntimeError("the draft model is broken")
 
-    spec.add_request(TokenizedGenerateReqInput("broken-draft", prompts[1], {"temperature": 0, "max_new_tokens": N}))
+    spec.add_request(TokenizedGenerateReqInput("broken-draft", prompts[0], {"temperature": 0, "max_new_tokens": N}))
     with restored_hooks():
         HookRegistry.register("sglang.srt.speculative.draft_worker.DraftWorker.forward", broken, HookType.BEFORE)
         HookRegistry.apply_hooks()
@@ -111,6 +111,6 @@ def test_a_failing_draft_model_costs_speculation_not_the_request(pair, greedy):
     # the draft works again: its KV catches up over the prompt and the 6 tokens, and its drafts are accepted
     while spec.has_work():
         spec.step()
-    assert req.output_ids == a[1]["ids"] and req.spec.accepted >= 3
+    assert req.output_ids == a[0]["ids"] and req.spec.accepted >= 3
     spec.outbox.clear()
     _no_leak(spec)
