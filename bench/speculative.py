@@ -1,4 +1,4 @@
-"""NGRAM speculative decoding: the same server with and without ``--speculative-algorithm NGRAM``.
+"""Speculative decoding: the same server with and without ``--speculative-algorithm NGRAM`` (or ``--spec-args``).
 
 Two servers run side by side (same flags otherwise); requests alternate between them, so both see the
 same machine load. Workloads at concurrency 1 (greedy, ``--max-tokens`` each, both caches flushed before
@@ -9,6 +9,14 @@ Prints output tokens/s of each server, their ratio, and the speculative server's
 ``internal_states[0].avg_spec_accept_length`` after the workload's last request).
 
     .venv/bin/python bench/speculative.py [--max-tokens 96] [--rounds 2] [--extra-args "--dtype float32"]
+
+STANDALONE (a draft model) instead of NGRAM:
+
+    .venv/bin/python bench/speculative.py --spec-args "--speculative-algorithm STANDALONE --speculative-draft-model-path smollm2-135m-instruct"
+
+With the default model as its own draft every draft is accepted (accept length ``num_steps + 1``) but each
+step also runs ``num_steps`` draft forwards as costly as the target's, so it is slower than no speculation: it
+measures the machinery, not a speed-up; a speed-up needs a draft several times cheaper than the target.
 """
 
 from __future__ import annotations
@@ -79,11 +87,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--rounds", type=int, default=2, help="passes over each workload's prompts")
     ap.add_argument("--extra-args", default="", help="more flags for both servers")
+    ap.add_argument("--spec-args", default="--speculative-algorithm NGRAM", help="the speculative server's own flags")
     args = ap.parse_args()
     extra = shlex.split(args.extra_args)
     tmp = Path(tempfile.mkdtemp(prefix="bench-spec-"))
     base = ServerProc(extra, tmp / "base.log")
-    spec = ServerProc([*extra, "--speculative-algorithm", "NGRAM"], tmp / "spec.log")
+    spec = ServerProc([*extra, *shlex.split(args.spec_args)], tmp / "spec.log")
     servers = {"base": base.url, "spec": spec.url}
     try:
         from sglang.srt.model_loader.paths import resolve_model_path
@@ -97,7 +106,7 @@ def main() -> None:
 
         for url in servers.values():
             generate(url, chat("Hello"), 8)  # warm-up
-        print(f"max_tokens {args.max_tokens}, greedy, both caches flushed before every request; logs in {tmp}")
+        print(f"spec server: {args.spec_args}; max_tokens {args.max_tokens}, greedy, both caches flushed before every request; logs in {tmp}")
         print(f"{'workload':<16} {'base tok/s':>10} {'spec tok/s':>10} {'ratio':>7} {'accept len':>11} {'last (srv)':>11}")
         for name, prompts in WORKLOADS.items():
             wall = {"base": 0.0, "spec": 0.0}

@@ -1,6 +1,6 @@
 """A server with ``--speculative-algorithm NGRAM`` (default model): upstream's metrics where upstream's
 clients read them (``meta_info``, ``internal_states``, ``/metrics``, the decode log), reset by
-``/flush_cache``; the draft-model algorithms refused at start-up."""
+``/flush_cache``; EAGLE refused at start-up, STANDALONE without its draft model too."""
 
 from __future__ import annotations
 
@@ -91,9 +91,9 @@ def test_structured_output_and_sampling_requests_are_served(server):
     assert all(o["meta_info"]["completion_tokens"] == 30 or o["meta_info"]["finish_reason"]["type"] == "stop" for o in outs)
 
 
-@pytest.mark.parametrize("algo", ["STANDALONE", "EAGLE"])
-def test_draft_model_algorithms_are_refused_at_start_up(algo):
+@pytest.mark.parametrize(("algo", "needs"), [("STANDALONE", "--speculative-draft-model-path"), ("EAGLE", "NGRAM")])
+def test_draft_model_algorithms_are_refused_at_start_up_naming_what_they_need(algo, needs):
     r = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--speculative-algorithm", algo], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode != 0
-    assert f"--speculative-algorithm {algo} needs" in r.stderr + r.stdout and "NGRAM" in r.stderr + r.stdout
+    assert f"--speculative-algorithm {algo} needs" in r.stderr + r.stdout and needs in r.stderr + r.stdout

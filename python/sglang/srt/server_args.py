@@ -80,16 +80,21 @@ class ServerArgs:
     disable_radix_cache: bool = arg(False, Arg("turn the prefix cache off", resolvable=True), NS("schedule"))
     # -- speculative decoding (upstream's flags; resolved values are read through get_spec()) ----------------------------
     speculative_algorithm: str | None = arg(None, Arg("speculative decoding: NGRAM (drafts from an n-gram store of prompts and outputs, no draft "
-                                                      "model); STANDALONE, EAGLE, EAGLE3 and NEXTN are refused at start-up with what they need",
+                                                      "model); STANDALONE (a draft model, --speculative-draft-model-path); EAGLE, EAGLE3 and NEXTN "
+                                                      "are refused at start-up with what they need",
                                                       choices=SPEC_ALGORITHMS, resolvable=True), NS("spec"))
-    speculative_draft_model_path: str | None = arg(None, Arg("draft model (STANDALONE / EAGLE)", aliases=("--speculative-draft-model",)), NS("spec"))
-    speculative_draft_load_format: str | None = arg(None, Arg("load format of the draft model (default: the target's)"), NS("spec"))
+    speculative_draft_model_path: str | None = arg(None, Arg("draft model of STANDALONE: a .gguf or model directory with the "
+                                                             "target's vocabulary", aliases=("--speculative-draft-model",)), NS("spec"))
+    speculative_draft_load_format: str | None = arg(None, Arg("weight format of the draft model (auto: from its path)",
+                                                                 choices=("auto", "gguf", "safetensors")), NS("spec"))
     speculative_draft_attention_backend: str | None = arg(None, Arg("attention backend of the draft model (default: the target's)"), NS("spec"))
-    speculative_num_steps: int | None = arg(None, Arg("draft steps (NGRAM: unused)", resolvable=True), NS("spec"))
-    speculative_eagle_topk: int | None = arg(None, Arg("draft tree breadth (NGRAM: always --speculative-ngram-max-bfs-breadth)", resolvable=True), NS("spec"))
+    speculative_num_steps: int | None = arg(None, Arg("STANDALONE: draft-model forwards per step, one drafted token "
+                                                           "each (default 3; NGRAM: unused)", resolvable=True), NS("spec"))
+    speculative_eagle_topk: int | None = arg(None, Arg("draft tree breadth (STANDALONE: 1, chains only; NGRAM: always "
+                                                            "--speculative-ngram-max-bfs-breadth)", resolvable=True), NS("spec"))
     speculative_num_draft_tokens: int | None = arg(None, Arg("most tokens one verify forward checks per request, the last sampled token included "
-                                                             "(NGRAM default: --speculative-ngram-max-match-window-size); the step adapts "
-                                                             "below it to the measured acceptance", resolvable=True), NS("spec"))
+                                                             "(NGRAM default: --speculative-ngram-max-match-window-size, the step adapts "
+                                                             "below it to the measured acceptance; STANDALONE: --speculative-num-steps + 1)", resolvable=True), NS("spec"))
     speculative_accept_threshold_single: float = arg(1.0, Arg("accept a draft whose target probability is at least this (1.0: lossless)"), NS("spec"))
     speculative_accept_threshold_acc: float = arg(1.0, Arg("accept a draft with probability min(1, p / this) (1.0: lossless)"), NS("spec"))
     speculative_ngram_min_match_window_size: int = arg(1, Arg("shortest suffix of a request's tokens the n-gram store matches"), NS("spec"))

@@ -17,7 +17,9 @@ def describe_fault(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     spec = blame_of(exc)
     if spec is not None:
-        text += f" (raised by {spec.type.name} hook {spec.qualname} of plugin {spec.source.name}, distribution {spec.source.dist or 'none'}, on target {spec.target})"
+        src = spec.source  # None: registered by code directly, not by a plugin's entry point
+        owner = f"plugin {src.name}, distribution {src.dist or 'none'}" if src is not None else "no plugin (registered directly)"
+        text += f" (raised by {spec.type.name} hook {spec.qualname} of {owner}, on target {spec.target})"
     return text
 
 

@@ -65,6 +65,8 @@ class ScheduleBatch:
     reqs: list[Req]
     extend_lens: list[int] = field(default_factory=list)
     drafts: list[list[int]] = field(default_factory=list)  # TARGET_VERIFY: per request, the drafts after its last token
+    # TARGET_VERIFY: per request, the draft model's probability row of each draft, or None (deterministic drafts)
+    draft_probs: list[Any] = field(default_factory=list)
 
     def sample_mask(self) -> list[bool]:
         """A request samples when this forward reaches the end of its ``fill_ids`` (a verify: every request)."""

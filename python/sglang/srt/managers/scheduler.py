@@ -87,9 +87,9 @@ class Scheduler(FaultContainment, KVPages):
         # --disaggregation-mode prefill|decode: the side's queues (sglang.srt.disaggregation.scheduler attaches it)
         self.disagg: Any = None
         self.lora = runner.lora_manager  # None without --enable-lora
-        from sglang.srt.speculative.ngram_worker import NgramSpeculator
+        from sglang.srt.speculative.spec_worker import Speculator
 
-        self.spec = NgramSpeculator.create(self, check_finished, build_output)  # None unless --speculative-algorithm NGRAM
+        self.spec = Speculator.create(self, check_finished, build_output)  # None unless --speculative-algorithm
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -273,9 +273,11 @@ class Scheduler(FaultContainment, KVPages):
             mwb.input_logprob_targets = [r.origin_input_ids[r.kv_len + span[0] + 1 : r.kv_len + span[1] + 1] if span else []
                                          for r, span in zip(batch.reqs, mwb.input_logprob_rows)]
             mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
-        mwb.drafts = batch.drafts
+        mwb.drafts, mwb.draft_probs = batch.drafts, batch.draft_probs
         self.forward_ct += 1
         result = self.tp_worker.forward_batch_generation(mwb)
+        if self.spec is not None and batch.mode is ForwardMode.EXTEND:
+            self.spec.after_extend(batch)  # STANDALONE: the draft model prefills the same tokens
         self.profiler.step()
         for r, got in zip(batch.reqs, mwb.input_logprobs):
             r.input_logprobs.extend(got)

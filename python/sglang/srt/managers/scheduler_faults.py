@@ -117,7 +117,7 @@ class FaultContainment:
             return
         logger.warning("a batch of %d requests failed (%s); running them one by one", len(batch.reqs), describe_fault(exc))
         for i, (req, n) in enumerate(zip(batch.reqs, batch.extend_lens)):
-            single = ScheduleBatch(batch.mode, [req], [n], batch.drafts[i : i + 1])
+            single = ScheduleBatch(batch.mode, [req], [n], batch.drafts[i : i + 1], batch.draft_probs[i : i + 1])
             try:
                 result = self.run_batch(single)
             except Exception as one:

@@ -15,6 +15,7 @@ class KVPages:
     allocator: Any
     tree: Any
     page_size: int
+    spec: Any  # the speculator, or None
 
     def _alloc(self, n: int) -> list[int] | None:
         pages = self.allocator.alloc(n)
@@ -50,7 +51,8 @@ class KVPages:
     def _cache(self, req: Req) -> None:
         """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
         assert self.tree is not None
-        n = req.kv_len // self.page_size
+        # a STANDALONE draft's KV pool may lag the target's: the tree takes only what both hold
+        n = (req.kv_len if self.spec is None else self.spec.cacheable_len(req)) // self.page_size
         tree_pages, node = self.tree.insert(req.fill_ids[: n * self.page_size], req.pages[:n], req.lora_id)
         self.allocator.free([p for p, t in zip(req.pages[:n], tree_pages) if p != t])
         req.pages[:n] = tree_pages

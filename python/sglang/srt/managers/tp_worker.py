@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 class TpModelWorker:
     def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, dist_init: str) -> None:
         self.server_args = server_args
-        self.gpu_id, self.tp_rank = gpu_id, tp_rank
+        self.gpu_id, self.tp_rank, self.dist_init = gpu_id, tp_rank, dist_init
         self.model_runner = ModelRunner(server_args, gpu_id, tp_rank, server_args.tp_size, dist_init)
         self.max_total_tokens = self.model_runner.max_total_tokens
         self.context_length = self.model_runner.context_length
@@ -43,7 +43,7 @@ class TpModelWorker:
 
             spec = get_spec()
             return verify(logits, batch.drafts, batch.samplers, spec.speculative_accept_threshold_single,  # type: ignore[return-value]
-                          spec.speculative_accept_threshold_acc)
+                          spec.speculative_accept_threshold_acc, batch.draft_probs)
         n = len(batch.samplers)
         if logits.shape[0] > n:
             batch.input_logprobs = prompt_logprobs(logits[n:], batch)

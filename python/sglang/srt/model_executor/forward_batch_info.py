@@ -52,5 +52,7 @@ class ModelWorkerBatch:
     lora_ids: list[str | None] = field(default_factory=list)
     # TARGET_VERIFY only, per request: the drafted tokens that follow its last token in new_tokens
     drafts: list[list[int]] = field(default_factory=list)
+    # TARGET_VERIFY only, per request: the draft model's probability row ([V]) of each draft, or None (deterministic drafts)
+    draft_probs: list[Any] = field(default_factory=list)
     # filled by the worker: per request, one (logprob, [(token, logprob), ...]) per wanted row
     input_logprobs: list[list[Any]] = field(default_factory=list)

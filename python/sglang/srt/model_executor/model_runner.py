@@ -17,6 +17,7 @@ from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMo
 from sglang.srt.runtime_context import get_flags, get_lora
 
 if TYPE_CHECKING:
+    from sglang.srt.mem_cache.allocator import BasePagedAllocator
     from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,14 @@ def resolve_dtype(name: str, device_type: str) -> torch.dtype:
 
 
 class ModelRunner:
-    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, tp_size: int, dist_init: str) -> None:
+    """One model's weights, KV pool and forward. A speculative draft model gets a second runner in the same
+    process: its per-runner values (model, context length, load format, attention backend) are constructor
+    arguments that live on the runner, because target and draft coexist and the process-wide bags describe
+    the target; ``allocator`` (the target's) makes the draft's KV pool share its slot index space."""
+
+    def __init__(self, server_args: ServerArgs, gpu_id: int, tp_rank: int, tp_size: int, dist_init: str, *,
+                 is_draft_worker: bool = False, model_path: str | None = None, context_length: int | None = None,
+                 load_format: str | None = None, attention_backend: str | None = None, allocator: BasePagedAllocator | None = None) -> None:
         from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
         from sglang.srt.layers.attention import create_attention_backend
         from sglang.srt.model_loader import read_weights
@@ -60,6 +68,9 @@ class ModelRunner:
 
         init_platform_backend()  # once per worker process, before anything is built on the device
         self.server_args = server_args
+        self.is_draft_worker = is_draft_worker
+        self.model_path = model_path or server_args.model_path
+        self.load_format = load_format or "auto"
         self.platform = current_platform
         self.tp_rank, self.tp_size = tp_rank, tp_size
         self.device = current_platform.get_device(gpu_id)
@@ -71,7 +82,7 @@ class ModelRunner:
         self.dtype = resolve_dtype(server_args.dtype, get_device().device)
         from sglang.srt.layers.quantization import resolve_quantization
 
-        self.quantization = resolve_quantization(get_exec().quantization, server_args.model_path, str(self.dtype).replace("torch.", ""),
+        self.quantization = resolve_quantization(get_exec().quantization, self.model_path, str(self.dtype).replace("torch.", ""),
                                                  current_platform)
         current_platform.verify_quantization(self.quantization)
         self.quant_config = current_platform.get_quantization_config(self.quantization)
@@ -84,7 +95,7 @@ class ModelRunner:
             raise ValueError(f"--quantization gguf_q4 has kernels for bfloat16 and float32 models, not {self.dtype}: "
                              "add --dtype bfloat16 or --dtype float32")
         t0 = time.perf_counter()
-        weights = read_weights(server_args.model_path, keep_q4=packed_q4)
+        weights = read_weights(self.model_path, keep_q4=packed_q4, load_format=self.load_format)
         self.model_config = weights.config
         self.tokenizer_info = weights.tokenizer_info  # the GGUF's tokenizer, so the scheduler does not read the file again
         cls = get_model_class(weights.config.architecture, str(weights.path))
@@ -99,13 +110,22 @@ class ModelRunner:
         self.weight_format = wf.after_load()
         self.model.eval()
         del weights
-        logger.info("loaded %s (%s, %s) in %.1fs", server_args.model_path, self.model_config.architecture, self.dtype, time.perf_counter() - t0)
+        logger.info("loaded %s%s (%s, %s) in %.1fs", "draft model " if is_draft_worker else "", self.model_path, self.model_config.architecture,
+                    self.dtype, time.perf_counter() - t0)
 
-        self.context_length = server_args.context_length or self.model_config.max_position_embeddings
+        self.context_length = context_length or server_args.context_length or self.model_config.max_position_embeddings
         self.kv_cache_dtype = self.dtype if server_args.kv_cache_dtype == "auto" else _DTYPES[server_args.kv_cache_dtype]
-        self._init_memory_pool()
-        self.attention_backend = server_args.attention_backend or current_platform.get_default_attention_backend()
-        self.attn = create_attention_backend(self.attention_backend, self)
+        if allocator is None:
+            self._init_memory_pool()
+        else:
+            self._share_slot_space(allocator)
+        self.attention_backend = attention_backend or server_args.attention_backend or current_platform.get_default_attention_backend()
+        try:
+            self.attn = create_attention_backend(self.attention_backend, self)
+        except ValueError as exc:
+            if not is_draft_worker:
+                raise
+            raise ValueError(f"{exc} -- for the draft model: --speculative-draft-attention-backend") from None
         capture = current_platform.support_cuda_graph() and not get_exec().graph.disable_cuda_graph
         get_flags().capture.enabled = capture
         self._compiled = None
@@ -120,7 +140,7 @@ class ModelRunner:
 
         self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, self.weight_format.dense_dropped)
         self.lora_manager = None
-        if get_lora().enable_lora:
+        if get_lora().enable_lora and not is_draft_worker:
             from sglang.srt.lora.manager import LoRAManager
 
             self.lora_manager = LoRAManager(self.model, get_lora(), self.dtype, self.device)
@@ -158,6 +178,20 @@ class ModelRunner:
         logger.info("peak memory after model and KV cache: %.1f MiB", self.memory_usage_after_init / 2**20)
         if get_schedule().max_running_requests is None:
             declare_load_time_override("model runner (KV capacity)", {"max_running_requests": max(1, min(256, tokens // 64))})
+
+    def _share_slot_space(self, allocator: BasePagedAllocator) -> None:
+        """A draft runner: a KV pool of its own over the target allocator's slots (a page id means the same
+        slots in both pools, so one allocation, one radix-cache entry and one free cover both)."""
+        cfg = self.model_config
+        self.max_total_tokens = allocator.size
+        self.kv_pool = self.platform.get_mha_kv_pool_cls()(
+            allocator.size, allocator.page_size, self.kv_cache_dtype, cfg.num_key_value_heads // self.tp_size, cfg.head_dim,
+            cfg.num_hidden_layers, str(self.device)
+        )
+        self.allocator = allocator
+        self.memory_usage_after_init = self.platform.get_current_memory_usage(self.device)
+        logger.info("draft KV cache: %d tokens in the target's slot space, %.1f MiB, %s", allocator.size, self.kv_pool.nbytes() / 2**20,
+                    self.kv_cache_dtype)
 
     # -- the hot path ----------------------------------------------------------
     def _h2d(self, t: torch.Tensor) -> torch.Tensor:

@@ -29,8 +29,18 @@ class LoadedWeights:
         self.tensors = {k: v if isinstance(v, torch.Tensor) else v.to(torch.float32) for k, v in self.tensors.items()}
 
 
-def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
+# the weight formats this loader reads (upstream's --load-format names); ``auto``: from the path
+LOAD_FORMATS = ("auto", "gguf", "safetensors")
+
+
+def read_weights(model_path: str, keep_q4: bool = False, load_format: str = "auto") -> LoadedWeights:
+    """``model_path``'s config, tensors and tokenizer; ``load_format`` other than ``auto`` must match what the path holds."""
     path = resolve_model_path(model_path)
+    if load_format not in LOAD_FORMATS:
+        raise ModelLoadError(f"load format {load_format!r} is not one this loader reads; use one of {list(LOAD_FORMATS)}")
+    found = "gguf" if path.is_file() else "safetensors"
+    if load_format not in ("auto", found):
+        raise ModelLoadError(f"load format {load_format} does not match {path}, which holds {found} weights: use {found} or auto")
     if path.is_file():
         from sglang.srt.model_loader.gguf_loader import read_gguf
 
@@ -44,4 +54,4 @@ def read_weights(model_path: str, keep_q4: bool = False) -> LoadedWeights:
     return LoadedWeights(path, cfg, tensors, None)
 
 
-__all__ = ["LoadedWeights", "ModelLoadError", "read_weights", "resolve_model_path"]
+__all__ = ["LOAD_FORMATS", "LoadedWeights", "ModelLoadError", "read_weights", "resolve_model_path"]

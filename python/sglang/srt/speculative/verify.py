@@ -11,6 +11,11 @@ Sampling rows use upstream's target-only rule for deterministic drafts: accept `
 thresholds 1.0 every emitted token is distributed exactly as ``q``: accept ``d`` with ``q(d)``, else draw
 ``q(t) / (1 - q(d))`` for ``t != d``, which sums to ``q``. Exact-match acceptance is never used when sampling.
 
+Drafts sampled from a draft model's distribution ``p`` (STANDALONE) use speculative sampling proper:
+accept ``d`` with probability ``min(1, q(d) / (p(d) * threshold_acc))`` (or when ``q(d) >= threshold_single``),
+else draw from ``max(0, q - p)`` renormalized; at thresholds 1.0 the emitted token is distributed as ``q``
+for any ``p`` (the accepted mass ``min(p, q)`` plus the residual ``max(0, q - p)`` is ``q``).
+
 ``q`` is the request's own sampling distribution (``layers.sampler.target_probs``: temperature, top-k,
 min-p, top-p) after its penalties and logit bias, applied per row as if the preceding drafts had been
 sampled (``penalize_with``), so penalised requests stay exact too.
@@ -33,8 +38,11 @@ def _logprob_info(logp: torch.Tensor, token: int, top_n: int) -> tuple[float, li
     return float(logp[token]), top
 
 
-def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0) -> tuple[list[int], list[Any]]:
+def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0,
+                 draft_probs: list[torch.Tensor] | None = None) -> tuple[list[int], list[Any]]:
     """``rows`` [k+1, V] logits of one request's ``[root] + drafts`` -> (emitted tokens, logprob info per token or None).
+
+    ``draft_probs``: the distribution each draft was sampled from (a draft model's), or None (deterministic drafts).
 
     Emits the accepted drafts and one more token (1 .. k+1 tokens). Does not change ``s`` (the caller
     observes the tokens it commits); draws from ``s.generator`` only when the request samples.
@@ -62,12 +70,16 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
                 break
             d = drafts[j]
             qd = float(q[d])
+            pd = 1.0 if draft_probs is None else float(draft_probs[j][d])  # a deterministic draft: a point mass
             coin = float(torch.rand((), generator=s.generator))
-            if qd >= thr_single or coin <= qd / thr_acc:
+            if qd >= thr_single or coin * pd * thr_acc <= qd:
                 out.append(d)
                 continue
-            residual = q.clone()
-            residual[d] = 0
+            if draft_probs is None:
+                residual = q.clone()
+                residual[d] = 0
+            else:
+                residual = (q - draft_probs[j].to(q.dtype)).clamp_(min=0)
             total = float(residual.sum())
             out.append(int(torch.multinomial(residual / total if total > 0 else q, 1, generator=s.generator)))
             break
@@ -79,8 +91,9 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
 
 
 def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], thr_single: float = 1.0,
-           thr_acc: float = 1.0) -> tuple[list[list[int]], list[list[Any]]]:
+           thr_acc: float = 1.0, draft_probs: list[Any] | None = None) -> tuple[list[list[int]], list[list[Any]]]:
     """``logits`` [sum(1 + len(d)), V], request after request -> per request, its emitted tokens and their infos.
+    ``draft_probs``: per request, the draft model's rows of its drafts or None (deterministic drafts); empty: all None.
 
     Requests without drafts go through the ordinary ``sample`` (grammar masks included), one batch.
     """
@@ -99,5 +112,6 @@ def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], t
             tokens[i], infos[i] = [t], [f]
     for i, d in enumerate(drafts):
         if d:
-            tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc)
+            probs = draft_probs[i] if draft_probs else None
+            tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc, probs)
     return tokens, infos
