@@ -80,6 +80,8 @@ def servers(tmp_path_factory, adapters):
         lora = pool.submit(ServerProc, lora_args, root / "lora.txt", timeout=300)
         plain = pool.submit(ServerProc, [*EXACT, "--served-model-name", SERVED], root / "plain.txt", timeout=300)
         lora_s, plain_s = lora.result(), plain.result()
+    # forwards with adapter rows run the fused decode plan, which adds the adapter products itself
+    assert "LoRA adapter products in the plan" in lora_s.text()
     status, out = call(lora_s.url, "/load_lora_adapter", {"lora_name": "c", "lora_path": adapters["c"]})
     assert status == 200 and out["success"] and set(out["loaded_adapters"]) == {"a", "b", "c"}, out
     yield lora_s, plain_s
@@ -210,3 +212,20 @@ def test_load_refuses_a_larger_rank_and_unload_waits_for_in_flight_requests(serv
     status, err = call(url, "/generate", {"text": "hi", "lora_path": "c"})
     assert status == 400 and "not loaded: c" in err["error"]["message"]
     assert call(url, "/unload_lora_adapter", {"lora_name": "c"})[0] == 400
+
+
+def test_the_offline_engine_serves_adapters_by_name(adapters, singles):
+    import sglang
+    from sglang.srt.managers.tokenizer_manager import RequestError
+
+    params = {"temperature": 0, "max_new_tokens": N, "ignore_eos": True}
+    with sglang.Engine(dtype="float32", quantization="none", max_total_tokens=4096, log_level="warning", lora_paths={"a": adapters["a"]},
+                       max_lora_rank=16, lora_target_modules=["all"]) as engine:
+        assert engine.generate(PROMPT, params, lora_path="a")["output_ids"] == singles["a"]["output_ids"]
+        assert engine.load_lora_adapter("b", adapters["b"])["success"]
+        mixed = engine.generate([PROMPT] * 3, params, lora_path=["a", "b", None])
+        assert [o["output_ids"] for o in mixed] == [singles[n]["output_ids"] for n in ("a", "b", None)]
+        out = engine.unload_lora_adapter("b")
+        assert out["success"] and set(out["loaded_adapters"]) == {"a"}
+        with pytest.raises(RequestError, match="not loaded"):
+            engine.generate(PROMPT, params, lora_path="b")

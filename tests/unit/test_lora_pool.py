@@ -72,8 +72,9 @@ def test_segmented_product_equals_a_loop_over_rows():
     be = TorchNativeLoRABackend()
     info = be.prepare_batch(row_slots, lens)
     assert [s for s, _, _ in info.segments] == [0, 1, 2]  # one product pair per slot, not per request
-    torch.testing.assert_close(be.run(x, out.clone(), a, b, info, lambda s: True), want)
-    skip_one = be.run(x, out.clone(), a, b, info, lambda s: s != 1)  # slot 1's adapter has no weights in this layer
+    bt = b.transpose(1, 2).contiguous()  # the pool holds B transposed
+    torch.testing.assert_close(be.run(x, out.clone(), a, bt, info, lambda s: True), want)
+    skip_one = be.run(x, out.clone(), a, bt, info, lambda s: s != 1)  # slot 1's adapter has no weights in this layer
     assert torch.equal(skip_one[7:9], out[7:9])  # rows 7-8 are the slot-1 request: unchanged
     torch.testing.assert_close(torch.cat([skip_one[:7], skip_one[9:]]), torch.cat([want[:7], want[9:]]))
     assert be.prepare_batch([-1, -1], [3, 1]) is None  # a base-only batch takes no product at all

@@ -1,7 +1,7 @@
 """LoRA backends: how a batch's adapter products are computed (a registry, ``--lora-backend``).
 
 A backend turns the pool slot of every row into a batch plan once per forward (``prepare_batch``) and
-then, for each wrapped linear layer, adds ``B[s] (A[s] x) `` to the rows of every segment of rows that
+then, for each wrapped linear layer, adds ``B[s] (A[s] x)`` to the rows of every segment of rows that
 share slot ``s`` (``run``; the scaling is folded into ``B`` when the slot is filled). The loop runs over
 the distinct slots of the batch (at most ``--max-loras-per-batch``), never over requests.
 
@@ -75,19 +75,19 @@ class TorchNativeLoRABackend:
             lo += c
         return LoRABatchInfo(None, perm, segments, frozenset(used))
 
-    def run(self, x: Any, out: Any, a: Any, b: Any, info: LoRABatchInfo, active: Callable[[int], bool]) -> Any:
+    def run(self, x: Any, out: Any, a: Any, bt: Any, info: LoRABatchInfo, active: Callable[[int], bool]) -> Any:
         """``out += B[s] (A[s] x)`` per segment. x ``[T, in]``, out ``[T, out]``, a ``[slots, R, in]``,
-        b ``[slots, out, R]``; ``active(s)``: slot s has weights in this layer."""
+        bt ``[slots, R, out]`` (B transposed); ``active(s)``: slot s has weights in this layer."""
         if info.single is not None:
             s = info.single
             if active(s):
-                out.addmm_(x @ a[s].t(), b[s].t())
+                out.addmm_(x @ a[s].t(), bt[s])
             return out
         xs = x.index_select(0, info.perm)
         deltas, rows = [], []
         for s, lo, hi in info.segments:
             if active(s):
-                deltas.append((xs[lo:hi] @ a[s].t()) @ b[s].t())
+                deltas.append((xs[lo:hi] @ a[s].t()) @ bt[s])
                 rows.append(info.perm[lo:hi])
         if deltas:
             import torch

@@ -25,7 +25,7 @@ class LoRALinear:
         if info is None:
             return out
         pool = self.manager.pool
-        a, b = pool.buffers[self.layer][self.fused]
+        a, bt = pool.buffers[self.layer][self.fused]
         mods = pool.slot_modules
-        return self.manager.backend.run(x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1]), a, b, info,
+        return self.manager.backend.run(x.reshape(-1, x.shape[-1]), out.view(-1, out.shape[-1]), a, bt, info,
                                         lambda s: self.fused in mods[s]).view(out.shape)

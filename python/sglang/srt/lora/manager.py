@@ -7,7 +7,8 @@ it; pinned adapters are never dropped), the slot pool and the backend, and attac
 
 Per forward the runner calls :meth:`prepare` with each request's ``lora_id`` (None: the base model):
 missing adapters go into pool slots (evicting by ``--lora-eviction-policy``), then the backend's batch
-plan is set for the layers to read; :meth:`finish` clears it. The scheduler asks :meth:`fits` before it
+plan is set for the layers to read, and :meth:`plan_rows` gives the fused decode plan, which computes
+the same products itself, each row's slot; :meth:`finish` clears both. The scheduler asks :meth:`fits` before it
 adds a request to a batch, so a batch never needs more slots than the pool has.
 """
 
@@ -41,6 +42,7 @@ class LoRAManager:
         self.refs: dict[str, LoRARef] = {}
         self.host: OrderedDict[str, LoRAAdapter] = OrderedDict()  # lora_id -> weights, least recently used first
         self.batch: Any = None  # the current forward's plan (LoRABatchInfo), None outside adapter forwards
+        self.row_slots: Any = None  # the current forward's pool slot of every row (int64 [rows], -1: base)
         for i, lins in enumerate(fused_layers_of(model)):
             for fused in self.pool.buffers[i]:
                 lins[fused].lora = LoRALinear(self, i, fused)
@@ -113,15 +115,23 @@ class LoRAManager:
 
     def prepare(self, lora_ids: list[str | None], lens: list[int]) -> None:
         """Put the batch's adapters in slots and set the plan the layers read (None: no adapter row)."""
+        import torch
+
         used = frozenset(i for i in lora_ids if i is not None)
         if not used:
-            self.batch = None
+            self.batch = self.row_slots = None
             return
         slots = self.pool.ensure(set(used), lambda lid: self.fetch(lid, used))
-        self.batch = self.backend.prepare_batch([slots[i] if i is not None else -1 for i in lora_ids], lens)
+        per_req = [slots[i] if i is not None else -1 for i in lora_ids]
+        self.batch = self.backend.prepare_batch(per_req, lens)
+        self.row_slots = torch.repeat_interleave(torch.tensor(per_req, dtype=torch.long), torch.tensor(lens))
+
+    def plan_rows(self) -> tuple[Any, Any]:
+        """``(row slots [rows] int64, module mask [slots, 4] bool)`` of the prepared forward, for the fused plan."""
+        return self.row_slots, self.pool.module_mask
 
     def finish(self) -> None:
-        self.batch = None
+        self.batch = self.row_slots = None
 
     def stats(self) -> tuple[int, int]:
         """``(slots used, slots total)`` of the pool."""

@@ -2,9 +2,11 @@
 
 For each decoder layer and each fused linear layer an adapter may touch (``config.FUSED_LAYERS``,
 limited to ``--lora-target-modules``) the pool holds ``A[slot] [parts * R, in]`` and
-``B[slot] [out, parts * R]`` (``R`` = ``--max-lora-rank``): part j's ``A`` fills rows ``[j R, j R + r)``,
-its ``B`` (scaled) the block of its output rows and those columns, zeros elsewhere, so one pair of
-products computes every stacked part (q/k/v, gate/up) and a smaller rank costs nothing extra.
+``Bt[slot] [parts * R, out]`` (``B`` transposed; ``R`` = ``--max-lora-rank``): part j's ``A`` fills rows
+``[j R, j R + r)``, its ``B`` (scaled) the same rows of ``Bt`` over the columns of its outputs, zeros
+elsewhere, so one pair of products computes every stacked part (q/k/v, gate/up). ``Bt`` rows are
+contiguous over the outputs: the fused decode plan adds them as vector axpys and skips the zero rows of a
+smaller rank (``layers/cpu_kernels/csrc/lora_product.h``); the fused plan holds these same buffers.
 A slot is refilled when a batch needs an adapter that is not resident: a free slot, else the unpinned
 slot the batch does not use that ``--lora-eviction-policy`` names (lru: least recently used; fifo:
 loaded first). Pinned adapters keep their slot until unloaded.
@@ -46,7 +48,7 @@ class LoRAMemoryPool:
         self.slots, self.max_rank, self.policy = slots, max_rank, policy
         self.targets = set(targets)
         self.layers = fused_layers_of(model)
-        # per layer: {fused name: (A [slots, parts*R, in], B [slots, out, parts*R])}
+        # per layer: {fused name: (A [slots, parts*R, in], Bt [slots, parts*R, out])}
         self.buffers: list[dict[str, tuple[Any, Any]]] = []
         for lins in self.layers:
             bufs = {}
@@ -56,7 +58,7 @@ class LoRAMemoryPool:
                 w = lins[fused].weight
                 width = len(parts) * max_rank
                 bufs[fused] = (torch.zeros(slots, width, w.shape[1], dtype=dtype, device=device),
-                               torch.zeros(slots, w.shape[0], width, dtype=dtype, device=device))
+                               torch.zeros(slots, width, w.shape[0], dtype=dtype, device=device))
             self.buffers.append(bufs)
         self.uid: list[str | None] = [None] * slots  # lora_id held by each slot
         self.slot_of: dict[str, int] = {}
@@ -64,6 +66,8 @@ class LoRAMemoryPool:
         self.used_at = [0] * slots  # lru
         self.loaded_at = [0] * slots  # fifo
         self.slot_modules: list[frozenset[str]] = [frozenset()] * slots  # fused layers with weights, per slot
+        # the same as a [slots, fused layers] mask in FUSED_LAYERS order (the fused decode plan's lora_mask)
+        self.module_mask = torch.zeros(slots, len(FUSED_LAYERS), dtype=torch.bool)
 
     def can_support(self, adapter: Any) -> str | None:
         """Why the adapter cannot go into this pool (its rank, its modules), or None."""
@@ -101,6 +105,8 @@ class LoRAMemoryPool:
         return {lid: self.slot_of[lid] for lid in lora_ids}
 
     def load(self, slot: int, lora_id: str, adapter: Any) -> None:
+        import torch
+
         old = self.uid[slot]
         if old is not None:
             del self.slot_of[old]
@@ -112,18 +118,19 @@ class LoRAMemoryPool:
                 b_buf[slot].zero_()
                 row = 0
                 for j, part in enumerate(FUSED_LAYERS[fused]):
-                    size = b_buf.shape[1] if len(FUSED_LAYERS[fused]) == 1 else self.layers[i][fused].part_sizes[j]
+                    size = b_buf.shape[2] if len(FUSED_LAYERS[fused]) == 1 else self.layers[i][fused].part_sizes[j]
                     w = adapter.weights.get((i, part))
                     if w is not None:
                         a, b = w
                         a_buf[slot, j * self.max_rank : j * self.max_rank + r].copy_(a)
-                        b_buf[slot, row : row + size, j * self.max_rank : j * self.max_rank + r].copy_(b)
+                        b_buf[slot, j * self.max_rank : j * self.max_rank + r, row : row + size].copy_(b.t())
                         present.add(fused)
                     row += size
         self.uid[slot] = lora_id
         self.slot_of[lora_id] = slot
         self.loaded_at[slot] = next(_tick)
         self.slot_modules[slot] = frozenset(present)
+        self.module_mask[slot] = torch.tensor([f in present for f in FUSED_LAYERS])
 
     def free(self, lora_id: str) -> None:
         """Drop an unloaded adapter from its slot (its buffers are refilled by the next load)."""
@@ -132,3 +139,4 @@ class LoRAMemoryPool:
         if slot is not None:
             self.uid[slot] = None
             self.slot_modules[slot] = frozenset()
+            self.module_mask[slot] = False

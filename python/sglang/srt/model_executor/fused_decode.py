@@ -8,6 +8,12 @@ without returning to Python between layers. It is the CPU counterpart of
 replaying a captured graph. Short prefills run through the same plan, one row
 per new token (:meth:`FusedDecode.run_extend`).
 
+With ``--enable-lora`` the plan holds the adapter slot pool's buffers and adds the adapter products
+``B[s](A[s]x)`` after each linear layer an adapter targets, for the rows whose request names slot ``s``
+(``csrc/lora_product.h``, rows grouped by slot once per forward), so forwards with adapter rows run fused
+too. It computes what the default ``torch_native`` LoRA backend computes; a plugin's backend
+(``--lora-backend``) keeps adapter forwards on the eager model, which calls it.
+
 ``--fused-decode auto`` (default) uses it when the runner qualifies and the
 kernels build, and logs why not otherwise; ``on`` makes any reason a start-up
 error; ``off`` keeps the eager step. It stands aside wherever a plugin could
@@ -35,7 +41,11 @@ PLAN_MODULES = (
     "sglang.srt.layers.linear_kernels",  # the plan calls each layer's kernel itself
     "sglang.srt.layers.attention.torch_native_backend",
     "sglang.srt.mem_cache.memory_pool",
+    "sglang.srt.lora.layers",  # the plan adds the adapter products itself
+    "sglang.srt.lora.backend",
 )
+# the pool's fused layer names -> the plan's linear names (DecodePlan.set_lora)
+LORA_LINEARS = {"qkv_proj": "qkv", "o_proj": "o", "gate_up_proj": "gate_up", "down_proj": "down"}
 
 
 # Prefill through the plan: each new token is a row with its request's whole slot list ([rows, width]
@@ -87,10 +97,12 @@ def ineligibility(runner: Any) -> list[str]:
 class FusedDecode:
     """The runner's fused decode step; ``create`` returns None where it does not apply."""
 
-    def __init__(self, model: Any, plan: Any, extend: bool) -> None:
+    def __init__(self, model: Any, plan: Any, extend: bool, lora: bool = False) -> None:
         self.model = model
         self.plan = plan
         self.extend = extend  # short prefills through the plan too (float32 models)
+        self.lora = lora  # the plan holds the LoRA pool and adds the adapter products
+        self.adapter_forwards = 0  # forwards with adapter rows run through the plan (tests read it)
 
     @classmethod
     def create(cls, runner: Any, mode: str) -> FusedDecode | None:
@@ -119,22 +131,30 @@ class FusedDecode:
 
         plan = runner.model.build_decode_plan(kernels, runner.kv_pool)
         extend = runner.dtype == torch.float32
-        logger.info("fused decode: on (%d layers in one C++ call per decode step%s)", plan.num_layers(),
-                    " and short prefill" if extend else "; prefills eager in bfloat16")
+        lora, note = attach_lora(plan, getattr(runner, "lora_manager", None))
+        logger.info("fused decode: on (%d layers in one C++ call per decode step%s%s)", plan.num_layers(),
+                    " and short prefill" if extend else "; prefills eager in bfloat16", note)
         # bfloat16 prefills stay eager: the plan's float32 residual and attention sums move the logits of a
         # bfloat16 prompt by a few bfloat16 ulps from the eager extend's (measured: a near-tie on the test
         # prompt flipped); in float32 the two agree to rounding (tests/integration/test_fused_decode.py)
-        return cls(runner.model, plan, extend)
+        return cls(runner.model, plan, extend, lora)
 
-    def run(self, fb: Any) -> Any:
-        """Logits ``[B, vocab]`` of one DECODE forward; writes the new K/V like the eager step."""
-        return self.model.forward_decode_plan(self.plan, fb)
+    def takes_adapters(self) -> bool:
+        """Whether forwards with LoRA adapter rows run through the plan (else they run the eager model)."""
+        return self.lora
+
+    def run(self, fb: Any, lora: tuple[Any, Any] | None = None) -> Any:
+        """Logits ``[B, vocab]`` of one DECODE forward; writes the new K/V like the eager step.
+        ``lora``: ``(row slots, module mask)`` of a forward with adapter rows (``LoRAManager.plan_rows``)."""
+        if lora is not None:
+            self.adapter_forwards += 1
+        return self.model.forward_decode_plan(self.plan, fb, lora)
 
     def takes_extend(self, fb: Any) -> bool:
         """Whether the EXTEND forward ``fb`` runs through the plan (:meth:`run_extend`): short ones of a float32 model."""
         return self.extend and len(fb.input_ids) * max(p + n for p, n in zip(fb.prefix_lens, fb.extend_lens)) <= EXTEND_INDEX_LIMIT
 
-    def run_extend(self, fb: Any) -> Any:
+    def run_extend(self, fb: Any, lora: tuple[Any, Any] | None = None) -> Any:
         """Logits of an EXTEND forward (prefill, or a chunk of one) through the same plan.
 
         Each new token is one row of the plan, attending to its request's slots up to
@@ -151,4 +171,19 @@ class FusedDecode:
             lens.append(torch.arange(p + 1, p + n + 1))
         kv_index = torch.cat(rows).contiguous()
         view = dataclasses.replace(fb, kv_index=kv_index, kv_lens=torch.cat(lens))
-        return self.model.forward_decode_plan(self.plan, view)
+        return self.run(view, lora)
+
+
+def attach_lora(plan: Any, manager: Any) -> tuple[bool, str]:
+    """Give ``plan`` the LoRA slot pool's buffers (held, not copied: adapters loaded later are seen).
+    ``(whether the plan carries the adapter products, the start-up log's note)``."""
+    if manager is None:
+        return False, ""
+    from sglang.srt.lora.backend import TorchNativeLoRABackend
+
+    if type(manager.backend) is not TorchNativeLoRABackend:
+        return False, f"; forwards with LoRA adapter rows run eagerly (--lora-backend {manager.backend.name} computes their products)"
+    for i, bufs in enumerate(manager.pool.buffers):
+        for fused, (a, bt) in bufs.items():
+            plan.set_lora(i, LORA_LINEARS[fused], a, bt)
+    return True, "; LoRA adapter products in the plan"

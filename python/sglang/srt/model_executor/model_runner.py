@@ -133,17 +133,17 @@ class ModelRunner:
         if get_exec().compile.enable_torch_compile:
             self._compiled = torch.compile(self._run_model, backend=current_platform.get_compile_backend(), dynamic=True)
         self.graph_runner = current_platform.get_graph_runner_cls()(self._decode_step, get_exec().graph.cuda_graph_max_bs or 160)
+        self.lora_manager = None
+        if get_lora().enable_lora and not is_draft_worker:  # before the fused plan, which holds the adapter pool's buffers
+            from sglang.srt.lora.manager import LoRAManager
+
+            self.lora_manager = LoRAManager(self.model, get_lora(), self.dtype, self.device)
         from sglang.srt.model_executor.fused_decode import FusedDecode
 
         self.fused_decode = FusedDecode.create(self, get_exec().graph.fused_decode)
         from sglang.srt.model_executor.hook_watch import HookWatch
 
         self.hook_watch = HookWatch(self, get_exec().graph.fused_decode, self.weight_format.dense_dropped)
-        self.lora_manager = None
-        if get_lora().enable_lora and not is_draft_worker:
-            from sglang.srt.lora.manager import LoRAManager
-
-            self.lora_manager = LoRAManager(self.model, get_lora(), self.dtype, self.device)
 
     def _init_memory_pool(self) -> None:
         from sglang.srt.arg_groups.overrides import declare_load_time_override
@@ -264,12 +264,19 @@ class ModelRunner:
             return self._run_model(fb)
 
     def _forward_with_adapters(self, b: ModelWorkerBatch, fb: ForwardBatch) -> torch.Tensor:
-        """A forward with adapter rows runs the eager model: the fused plan, a captured graph and the compiled
-        step stand aside (they have no adapter products); base-only forwards keep them."""
+        """A forward with adapter rows: through the fused plan where it carries the adapter products (decode,
+        and the prefills it takes), else the eager model, whose linear layers add them; a captured graph and
+        the compiled step stand aside (they have no adapter products)."""
         assert self.lora_manager is not None
         self.lora_manager.prepare(b.lora_ids, fb.extend_lens)
         try:
             with self.platform.inference_mode():
+                fused = self.fused_decode
+                if fused is not None and fused.takes_adapters():
+                    if fb.mode is ForwardMode.DECODE:
+                        return fused.run(fb, self.lora_manager.plan_rows())
+                    if fb.mode is ForwardMode.EXTEND and fused.takes_extend(fb):
+                        return fused.run_extend(fb, self.lora_manager.plan_rows())
                 return self._run_model(fb)
         finally:
             self.lora_manager.finish()

@@ -129,10 +129,13 @@ class LlamaForCausalLM(nn.Module):
         why += [f"{got.__qualname__} replaces {cls.__qualname__}" for got, cls in replaced]
         return why
 
-    def forward_decode_plan(self, plan: Any, fb: Any) -> torch.Tensor:
-        """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode."""
+    def forward_decode_plan(self, plan: Any, fb: Any, lora: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode.
+        ``lora``: ``(row slots, module mask)``, the LoRA adapter of each row (the plan holds the pool)."""
         h = self.embed_tokens(fb.input_ids).float()
-        plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc)
+        slots, mask = lora if lora is not None else (None, None)
+        plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc,
+                 lora_slots=slots, lora_mask=mask)
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
         return self.lm_head(h)
 

@@ -5,7 +5,9 @@
 // for Q4/Q8_0 weights (packed_f32.h: float32 math; int8_linear.h: int8 dot
 // products); norms, rotary, the KV write and paged attention (K/V read in place
 // from the pool) are loops here. Built once per kernel family (isa_family.h)
-// and loaded by sglang/srt/layers/cpu_kernels/build.py.
+// and loaded by sglang/srt/layers/cpu_kernels/build.py. LoRA adapter products
+// (lora_product.h) are added after each linear layer an adapter targets, for
+// the rows of a forward that name an adapter slot.
 //
 // Rounding follows the eager torch code op by op (each bfloat16 op rounds its
 // float result once), so bfloat16 output matches the eager path up to the
@@ -25,6 +27,7 @@
 #include "vec.h"
 #include "packed_f32.h"
 #include "int8_linear.h"
+#include "lora_product.h"
 
 namespace {
 
@@ -133,9 +136,13 @@ struct Linear {
   }
 };
 
+// the linear layers an adapter may target, in the order of the LoRA mask's columns
+enum LoraLinear : int64_t { kQkv = 0, kO = 1, kGateUp = 2, kDown = 3, kLoraLinears = 4 };
+
 struct Layer {
   at::Tensor input_norm, post_norm;  // [hidden]
   Linear qkv, o, gate_up, down;
+  LoraWeights lora[kLoraLinears];  // the adapter pool's buffers of each linear (set_lora); undefined: none
   at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim], model dtype
 };
 
@@ -172,10 +179,45 @@ class DecodePlan {
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
+  // The LoRA slot pool's buffers of one linear layer ("qkv", "o", "gate_up", "down") of layer `layer`:
+  // held, not copied, so adapters loaded into slots later are seen by the next step.
+  void set_lora(int64_t layer, const std::string& linear, at::Tensor a, at::Tensor bt) {
+    TORCH_CHECK(layer >= 0 && layer < num_layers(), "set_lora: layer ", layer, " is outside the plan's ", num_layers(), " layers");
+    Layer& l = layers_[layer];
+    const int64_t hidden = l.input_norm.numel(), inter = l.gate_up.out_features / 2, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+    const auto dtype = l.input_norm.scalar_type();
+    int64_t k = kQkv, in = hidden;
+    std::vector<int64_t> parts{q, kv, kv};
+    if (linear == "o") {
+      k = kO;
+      parts = {hidden};
+      in = q;
+    } else if (linear == "gate_up") {
+      k = kGateUp;
+      parts = {inter, inter};
+    } else if (linear == "down") {
+      k = kDown;
+      parts = {hidden};
+      in = inter;
+    } else {
+      TORCH_CHECK(linear == "qkv", "set_lora: unknown linear '", linear, "' (qkv, o, gate_up or down)");
+    }
+    int64_t out = 0;
+    for (int64_t p : parts) out += p;
+    TORCH_CHECK(lora_slots_ < 0 || a.size(0) == lora_slots_, "set_lora: every linear's pool must have ", lora_slots_, " slots");
+    l.lora[k] = make_lora_weights(linear.c_str(), a, bt, parts, in, out, dtype);
+    lora_slots_ = a.size(0);
+  }
+
+  int64_t lora_slots() const { return lora_slots_; }
+
   // h: [B, hidden] float32 residual stream, updated in place and returned.
   // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
   // kv_lens: [B] int64 (this token included); out_loc: [B] int64 slot of the new token.
-  at::Tensor run(at::Tensor h, at::Tensor cos, at::Tensor sin, at::Tensor kv_index, at::Tensor kv_lens, at::Tensor out_loc) {
+  // lora_slots: [B] int64 LoRA pool slot of each row (-1: the base model; none: no adapter row);
+  // lora_mask: [pool slots, 4] bool, slot s has weights in linear k (qkv, o, gate_up, down).
+  at::Tensor run(at::Tensor h, at::Tensor cos, at::Tensor sin, at::Tensor kv_index, at::Tensor kv_lens, at::Tensor out_loc,
+                 c10::optional<at::Tensor> lora_slots, c10::optional<at::Tensor> lora_mask) {
     TORCH_CHECK(!layers_.empty(), "the decode plan has no layers");
     TORCH_CHECK(h.scalar_type() == at::kFloat && h.is_contiguous() && h.dim() == 2, "h must be a contiguous float32 [B, hidden]");
     const auto dtype = layers_.front().input_norm.scalar_type();
@@ -198,11 +240,23 @@ class DecodePlan {
       const int64_t* row = idx.data_ptr<int64_t>() + b * idx.size(1);
       for (int64_t t = 0; t < n; ++t) TORCH_CHECK(row[t] >= 0 && row[t] < slots, "kv_index[", b, ", ", t, "] is outside the pool");
     }
+    LoraRows lora;
+    if (lora_slots.has_value()) {
+      TORCH_CHECK(lora_slots_ > 0, "LoRA rows were given, but no adapter pool is attached to the plan (set_lora)");
+      TORCH_CHECK(lora_slots->numel() == B, "lora_slots must have one entry per row (", B, "), got ", lora_slots->numel());
+      lora = group_lora_rows(*lora_slots, lora_slots_);
+      if (lora_mask.has_value()) {
+        TORCH_CHECK(lora_mask->scalar_type() == at::kBool && lora_mask->dim() == 2 && lora_mask->size(0) == lora_slots_ &&
+                        lora_mask->size(1) == kLoraLinears,
+                    "lora_mask must be a bool [", lora_slots_, ", ", int64_t(kLoraLinears), "] tensor");
+        lora.mask = lora_mask->contiguous();
+      }
+    }
     if (dtype == at::kBFloat16) {
-      run_impl<c10::BFloat16>(h, c, s, idx, lens, loc);
+      run_impl<c10::BFloat16>(h, c, s, idx, lens, loc, lora);
     } else {
       TORCH_CHECK(dtype == at::kFloat, "the decode plan runs float32 and bfloat16 models, not ", dtype);
-      run_impl<float>(h, c, s, idx, lens, loc);
+      run_impl<float>(h, c, s, idx, lens, loc, lora);
     }
     return h;
   }
@@ -231,7 +285,7 @@ class DecodePlan {
 
   template <typename T>
   void run_impl(at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
-                const at::Tensor& kv_lens, const at::Tensor& out_loc) {
+                const at::Tensor& kv_lens, const at::Tensor& out_loc, const LoraRows& lora) {
     const int64_t B = h.size(0), hidden = h.size(1);
     const auto opts = h.options().dtype(c10::CppTypeToScalarType<T>::value);
     at::Tensor x = at::empty({B, hidden}, opts);
@@ -241,16 +295,20 @@ class DecodePlan {
     for (auto& l : layers_) {
       rms_norm<T>(hp, l.input_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
       at::Tensor qkv = l.qkv(x);  // [B, q + 2 kv]
+      lora_add<T>(x, qkv, l.lora[kQkv], lora, kQkv);
       rope_and_store<T>(qkv, cos, sin, out_loc, q, l);
       attention<T>(q, kv_index, kv_lens, l, attn);
-      const at::Tensor o = l.o(attn);
+      at::Tensor o = l.o(attn);
+      lora_add<T>(attn, o, l.lora[kO], lora, kO);
       add_into<T>(hp, o.data_ptr<T>(), B * hidden);
       rms_norm<T>(hp, l.post_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
       at::Tensor gu = l.gate_up(x);  // [B, 2 * inter]
+      lora_add<T>(x, gu, l.lora[kGateUp], lora, kGateUp);
       const int64_t inter = gu.size(1) / 2;
       // ATen's SiLU and product: the eager kernels, so rounding is identical
       at::Tensor act = at::silu(gu.narrow(1, 0, inter)).mul_(gu.narrow(1, inter, inter));
-      const at::Tensor dn = l.down(act);
+      at::Tensor dn = l.down(act);
+      lora_add<T>(act, dn, l.lora[kDown], lora, kDown);
       add_into<T>(hp, dn.data_ptr<T>(), B * hidden);
     }
   }
@@ -373,7 +431,29 @@ class DecodePlan {
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
   std::vector<Layer> layers_;
+  int64_t lora_slots_ = -1;  // slots of the attached LoRA pool (-1: none)
 };
+
+// The plan's segmented LoRA product on its own (tests): y += B[s] (A[s] x) per row, in place.
+at::Tensor lora_product(const at::Tensor& x, at::Tensor y, const at::Tensor& a, const at::Tensor& bt, std::vector<int64_t> part_sizes,
+                        const at::Tensor& row_slots, c10::optional<at::Tensor> mask) {
+  TORCH_CHECK(x.dim() == 2 && y.dim() == 2 && x.scalar_type() == y.scalar_type(), "x [B, in] and y [B, out] of one dtype expected");
+  const LoraWeights w = make_lora_weights("lora_product", a, bt, std::move(part_sizes), x.size(1), y.size(1), x.scalar_type());
+  TORCH_CHECK(row_slots.numel() == x.size(0), "row_slots must have one entry per row");
+  LoraRows g = group_lora_rows(row_slots, a.size(0));
+  if (mask.has_value()) {
+    TORCH_CHECK(mask->scalar_type() == at::kBool && mask->dim() == 2 && mask->size(0) == a.size(0), "mask must be a bool [slots, linears] tensor");
+    g.mask = mask->contiguous();
+  }
+  const at::Tensor xc = x.contiguous();
+  TORCH_CHECK(y.is_contiguous(), "y must be contiguous (it is updated in place)");
+  if (x.scalar_type() == at::kBFloat16) lora_add<c10::BFloat16>(xc, y, w, g, 0);
+  else {
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "the LoRA product runs float32 and bfloat16, not ", x.scalar_type());
+    lora_add<float>(xc, y, w, g, 0);
+  }
+  return y;
+}
 
 }  // namespace
 
@@ -402,8 +482,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("add_layer", &DecodePlan::add_layer, py::arg("input_norm"), py::arg("post_norm"), py::arg("qkv"), py::arg("qkv_bias"), py::arg("o"),
            py::arg("gate_up"), py::arg("down"), py::arg("k_cache"), py::arg("v_cache"))
       .def("num_layers", &DecodePlan::num_layers)
+      .def("set_lora", &DecodePlan::set_lora, py::arg("layer"), py::arg("linear"), py::arg("a"), py::arg("bt"))
+      .def("lora_slots", &DecodePlan::lora_slots)
       // the step touches no Python object: other threads of the process run meanwhile
-      .def("run", &DecodePlan::run, py::call_guard<py::gil_scoped_release>());
+      .def("run", &DecodePlan::run, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"), py::arg("out_loc"),
+           py::arg("lora_slots") = py::none(), py::arg("lora_mask") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def("lora_product", &lora_product, "y [B, out] += B[s] (A[s] x[r]) for each row r of LoRA slot s = row_slots[r] >= 0 (in place)",
+        py::arg("x"), py::arg("y"), py::arg("a"), py::arg("bt"), py::arg("part_sizes"), py::arg("row_slots"), py::arg("mask") = py::none(),
+        py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T",
         py::call_guard<py::gil_scoped_release>());
   m.attr("ISA_FAMILY") = isa::kFamily;
