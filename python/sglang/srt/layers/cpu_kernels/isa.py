@@ -88,3 +88,112 @@ def host_choice() -> Choice:
     from sglang.host import cpu_flags
 
     return choose(cpu_flags(), os.environ.get(ENV))
+
+
+# --- The GGUF kernels' arithmetic per batch size: decided here and nowhere else -----------------------------
+# float32 models compute on the GGUF's Q4 blocks in one of three arithmetics (``weight_format`` builds them):
+# ``float32`` (the exact weights), ``mixed`` (int8 activations for ``o`` and ``gate_up`` only) or ``int8``
+# (every layer and the LM head). Each batch-size bucket runs the one that measured fastest on the CPU among
+# those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one arithmetic at every size.
+MATH_ENV = "SGLANG_CPU_GGUF_MATH"
+MATHS = ("float32", "mixed", "int8")  # most exact first
+# teacher-forced top-1 agreement with the float32 reference, % (bench/quality.py, 16 prompts x 32 tokens)
+AGREEMENT = {"float32": 100.0, "mixed": 99.41, "int8": 96.48}
+QUALITY_BAR = 98.0
+# (label, the most rows in the bucket; 0: any): a batch goes to the first bucket that admits it
+BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">64", 0))
+# steps within this factor of a bucket's fastest count as a tie: a difference the measurement cannot vouch for
+MARGIN = 1.05
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Whole fused decode steps (ms, medians of one interleaved run) per arithmetic and bucket on one CPU."""
+
+    cpu: str  # ``lscpu`` model name
+    command: str
+    ms: dict[str, tuple[float, float, float, float]]  # math -> one figure per BUCKETS entry
+
+
+# Per family, the runs that decide (a CPU model measured itself wins; another model with the same family
+# is the fallback). Numbers: docs/benchmarks.md ("GGUF arithmetic per batch size"), batches 1 / 8 / 64 / 128.
+MEASURED: dict[str, tuple[Measured, ...]] = {
+    "avx512_vnni": (),
+    "avx2": (),
+}
+
+
+def eligible(agreement: dict[str, float] = AGREEMENT, bar: float = QUALITY_BAR) -> list[str]:
+    """The arithmetics whose answers meet the quality bar, most exact first."""
+    return [m for m in MATHS if agreement.get(m, 0.0) >= bar]
+
+
+def pick(ms: dict[str, tuple[float, ...]], allowed: list[str], margin: float = MARGIN) -> tuple[str, ...]:
+    """One arithmetic of ``allowed`` (most exact first) per bucket, from the step times ``ms``.
+
+    A bucket's candidates are the arithmetics within ``margin`` of its fastest: one candidate wins outright;
+    among several (a tie, as far as the measurement can tell) the arithmetic most buckets won outright is taken
+    if it is one of them, so that a request's answer does not change with its batch's size for nothing, else
+    the most exact."""
+    timed = [m for m in allowed if m in ms]
+    if not timed:
+        return (allowed[0],) * len(BUCKETS)
+    cands = [[m for m in timed if ms[m][b] <= margin * min(ms[x][b] for x in timed)] for b in range(len(BUCKETS))]
+    won = [c[0] for c in cands if len(c) == 1]
+    usual = max(timed, key=lambda m: (won.count(m), -timed.index(m)))  # ties: the most exact
+    return tuple(c[0] if len(c) == 1 else (usual if usual in c else c[0]) for c in cands)
+
+
+@dataclass(frozen=True)
+class MathPlan:
+    """One arithmetic per ``BUCKETS`` entry, and why."""
+
+    by_bucket: tuple[str, ...]
+    reason: str
+
+    def for_batch(self, rows: int) -> str:
+        """The arithmetic a batch of ``rows`` rows runs."""
+        return next(m for (_, most), m in zip(BUCKETS, self.by_bucket) if most == 0 or rows <= most)
+
+    def tiers(self) -> list[tuple[int, str]]:
+        """(most rows, arithmetic) with neighbouring buckets of one arithmetic merged; the last admits any batch."""
+        out: list[tuple[int, str]] = []
+        for (_, most), m in zip(BUCKETS, self.by_bucket):
+            if out and out[-1][1] == m:
+                out[-1] = (most, m)
+            else:
+                out.append((most, m))
+        return out
+
+    def format(self) -> str:
+        if len(set(self.by_bucket)) == 1:
+            return f"{self.by_bucket[0]} math ({self.reason})"
+        parts = ", ".join(f"{label}: {m}" for (label, _), m in zip(BUCKETS, self.by_bucket))
+        return f"by batch rows {parts} ({self.reason})"
+
+
+def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
+    """The GGUF arithmetic per batch size for kernel family ``family`` on CPU model ``cpu``; ``forced`` is
+    ``SGLANG_CPU_GGUF_MATH`` (None/``auto``: the measured table). Raises ``ValueError`` naming the variable."""
+    forced = (forced or "auto").strip().lower()
+    if forced != "auto":
+        if forced not in MATHS:
+            raise ValueError(f"{MATH_ENV}={forced!r}: use auto, float32, mixed or int8")
+        return MathPlan((forced,) * len(BUCKETS), f"forced by {MATH_ENV}")
+    runs = MEASURED.get(family, ())
+    run = next((r for r in runs if r.cpu == cpu), runs[0] if runs else None)
+    if run is None:
+        return MathPlan(("float32",) * len(BUCKETS), f"no measurement for the {family} family: the exact weights; "
+                        f"{MATH_ENV}=mixed or int8 to try the int8 kernels")
+    allowed = eligible()
+    plan = pick(run.ms, allowed)
+    where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
+    return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(allowed)} (top-1 agreement >= "
+                    f"{QUALITY_BAR:g}%); {MATH_ENV}=float32 keeps the exact weights")
+
+
+def host_gguf_math(family: str) -> MathPlan:
+    """``gguf_math`` for this process's CPU and environment. Who calls: the weight-format pass, ``sglang platform``."""
+    from sglang.host import cpu_model_name
+
+    return gguf_math(family, cpu_model_name(), os.environ.get(MATH_ENV))
