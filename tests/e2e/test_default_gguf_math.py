@@ -12,11 +12,8 @@ import sglang
 from sglang.host import cpu_model_name
 from sglang.srt.layers.cpu_kernels.isa import MathPlan, gguf_math, host_choice
 
-PROMPTS = [
-    "What is the capital of France?", "Write a haiku about the sea.", "List three primary colors.", "What is 12 times 12?",
-    "Name a famous physicist.", "Translate 'good morning' into Spanish.", "What do bees make?", "Give me one tip for sleeping well.",
-]
-GREEDY = {"temperature": 0, "max_new_tokens": 24}
+PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three primary colors.", "What is 12 times 12?"]
+GREEDY = {"temperature": 0, "max_new_tokens": 12}
 # what each arithmetic gives the default model's 30 layers x (qkv, o, gate_up, down) and its tied head
 SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4_i8; 1 x q8_f32", "int8": "120 x q4_i8; 1 x q8_i8"}
 
@@ -52,7 +49,7 @@ def test_the_engine_runs_the_measured_plan_for_this_cpu(engine):
 
 
 def test_the_defaults_greedy_answers_on_the_test_prompts(engine):
-    ids = [_ids(engine, p) for p in PROMPTS]
+    ids = [_ids(engine, p) for p in PROMPTS[:4]]
     single = [engine.generate(input_ids=i, sampling_params=GREEDY)["output_ids"] for i in ids]
     batched = [r["output_ids"] for r in engine.generate(input_ids=ids, sampling_params=GREEDY)]
     text = [engine.tokenizer_manager.tokenizer.decode(o) for o in single]
