@@ -101,16 +101,17 @@ MATHS = ("float32", "mixed", "int8")  # most exact first
 # counts its prompt tokens, so one request's prefill and decode steps fall in different buckets)
 BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">64", 0))
 # Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there):
-# ``bench/quality.py --group G`` scores decode steps of G rows after a prefill of G prompts at once.
-# float32 is the exact weights (100% by construction). mixed and int8 were measured with --group 8 (decode at
-# 8 rows, the prefill of 8 prompts, ~280 rows): 99.41% and 96.48%. The int8 kernels' rounding depends on
-# the rows of the call, so mixed's answers change with the batch: at one row "What is the capital of France?"
-# answers "L'Étoile, la Marseillaise" where the float32 reference and mixed at 8 rows answer Paris (its first
-# token comes from a ~35-row prefill). An arithmetic is a candidate only once it meets the bar in every
-# bucket: a request crosses buckets, so the bar must hold wherever its steps land.
+# ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after one prefill
+# of G prompts (16 prompts x 32 positions). float32 is the exact weights (100% by construction). mixed:
+# 99.41% with --group 8 (decode at 8 rows, prefills of ~280 rows: buckets 2-8 and >64) and 99.41% (KL 0.00086)
+# with --group 1 (decode at 1 row: bucket 1; its ~35-row prefills score only each answer's first position,
+# so 9-64 stays unmeasured); int8: 96.48% with --group 8. The int8 kernels' answers change with the batch:
+# alone, "What is the capital of France?" under mixed answers "L'Étoile, la Marseillaise" where the float32
+# reference, and mixed in a batch of 8, answer Paris. An arithmetic is a candidate only once it meets the bar
+# in every bucket: a request crosses buckets, so the bar must hold wherever its steps land.
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
-    "mixed": (None, 99.41, None, 99.41),
+    "mixed": (99.41, 99.41, None, 99.41),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
@@ -209,13 +210,21 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
                         f"{MATH_ENV}=mixed or int8 to try the int8 kernels")
     allowed = eligible()
     if len(allowed) == 1:
-        others = ", ".join(m for m in MATHS if m != allowed[0])
+        others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != allowed[0])
         return MathPlan((allowed[0],) * len(BUCKETS), f"the only arithmetic measured to keep top-1 agreement >= {QUALITY_BAR:g}% "
-                        f"at every batch size ({others}: not yet, bench/quality.py --group); {MATH_ENV}=mixed or int8 forces the int8 kernels")
+                        f"at every batch size ({others}); {MATH_ENV}=mixed or int8 forces the int8 kernels")
     plan = pick(run.ms, allowed)
     where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
     return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(allowed)} (top-1 agreement >= "
                     f"{QUALITY_BAR:g}% at every batch size); {MATH_ENV}=float32 keeps the exact weights")
+
+
+def _short_of_bar(math: str) -> str:
+    """Where ``math``'s agreement misses the bar or was not measured (bench/quality.py --group measures it)."""
+    figures = AGREEMENT.get(math, (None,) * len(BUCKETS))
+    low = [f"{a:g}% at {label} rows" for (label, _), a in zip(BUCKETS, figures) if a is not None and a < QUALITY_BAR]
+    unmeasured = [label for (label, _), a in zip(BUCKETS, figures) if a is None]
+    return ", ".join(low + ([f"not measured at {', '.join(unmeasured)} rows"] if unmeasured else []))
 
 
 def host_gguf_math(family: str) -> MathPlan:
