@@ -121,7 +121,8 @@ MARGIN = 1.05
 
 @dataclass(frozen=True)
 class Measured:
-    """Whole fused decode steps (ms, medians of one interleaved run) per arithmetic and bucket on one CPU."""
+    """Whole fused decode steps (ms, from one interleaved run: medians, or the fastest with ``--best``) per
+    arithmetic and bucket on one CPU."""
 
     cpu: str  # ``lscpu`` model name
     command: str
@@ -135,7 +136,7 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, shared with other sessions' tests (load average
     # 12-15): the fastest of 15 alternating steps; mixed 1.18x / 1.33x / 1.17x at 4 / 32 / 128 rows, and the
     # one-row figures are noise (a quieter run's medians: 8.1 ms both, a tie). mixed would win every bucket
-    # but is no candidate until AGREEMENT has it at 1 and 9-64 rows: float32 runs everywhere
+    # but is no candidate until AGREEMENT has it at 9-64 rows: float32 runs everywhere
     "avx512_vnni": (
         Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,int8 --batches 1,4,32,128",
                  ms={"float32": (61.7, 97.8, 1525.0, 5314.2), "mixed": (23.5, 83.1, 1143.9, 4544.5),
