@@ -163,6 +163,7 @@ def _plan_on_this_cpu(monkeypatch, by_bucket_ms: dict[str, tuple[float, float, f
 
     monkeypatch.delenv("SGLANG_CPU_GGUF_MATH", raising=False)
     monkeypatch.setattr(isa, "AGREEMENT", {**isa.AGREEMENT, "mixed": (99.4,) * len(isa.BUCKETS)})
+    monkeypatch.setattr(isa, "HELD", {})
     monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model_name(), "test", by_bucket_ms),))
 
 

@@ -86,11 +86,10 @@ PASSING = {"float32": (100.0,) * 4, "mixed": (99.4,) * 4, "int8": (96.5,) * 4}  
 @pytest.fixture
 def mixed_passes(monkeypatch):
     monkeypatch.setattr(isa, "AGREEMENT", PASSING)
+    monkeypatch.setattr(isa, "HELD", {})
 
 
 def test_only_arithmetics_that_meet_the_quality_bar_at_every_batch_size_are_candidates():
-    # the shipped figures: mixed and int8 measured at 2-8 and >64 rows only, so the exact weights alone
-    assert isa.AGREEMENT["mixed"][1] >= isa.QUALITY_BAR and eligible() == ["float32"]
     assert eligible(PASSING) == ["float32", "mixed"]  # int8: 96.5% < 98%
     assert eligible({"float32": (100.0,) * 4, "mixed": (99.0,) * 4, "int8": (98.5,) * 4}) == ["float32", "mixed", "int8"]
     assert eligible({"float32": (100.0,) * 4, "mixed": (99.0, 99.0, 97.9, 99.0)}) == ["float32"]  # under the bar in one
@@ -142,20 +141,32 @@ def test_a_family_without_a_measurement_keeps_the_exact_weights(monkeypatch, mix
 def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
     monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))  # mixed faster at 2-64 rows, but not measured everywhere
     monkeypatch.setattr(isa, "AGREEMENT", {"float32": (100.0,) * 4, "mixed": (99.4, 99.4, None, 99.4), "int8": (None, 96.48, None, 96.48)})
+    monkeypatch.setattr(isa, "HELD", {})
     plan = gguf_math("avx512_vnni", EPYC, None)
     assert plan.by_bucket == ("float32",) * 4
-    assert "the only arithmetic measured to keep top-1 agreement >= 98% at every batch size (mixed: not measured at 9-64 rows; " \
-           "int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured at 1, 9-64 rows)" in plan.reason
+    assert "the only candidate (top-1 agreement >= 98% measured at every batch size, not held): mixed: not measured at " \
+           "9-64 rows; int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured at 1, 9-64 rows;" in plan.reason
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_the_shipped_table_only_picks_arithmetics_that_meet_the_bar(family):
-    # the shipped quality figures and step times together: every bucket runs an arithmetic measured to pass
+    # the shipped quality figures, holds and step times together: every bucket runs an arithmetic measured to pass
     for run in MEASURED[family]:
         assert set(run.ms) <= set(isa.MATHS) and all(len(v) == len(BUCKETS) for v in run.ms.values())
         plan = gguf_math(family, run.cpu, None)
         assert set(plan.by_bucket) <= set(eligible())
-        assert plan.by_bucket == pick(run.ms, eligible())
+        assert plan.by_bucket == pick(run.ms, [m for m in eligible() if m not in isa.HELD])
+
+
+def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(monkeypatch):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))
+    monkeypatch.setattr(isa, "AGREEMENT", PASSING)
+    monkeypatch.setattr(isa, "HELD", {"mixed": "held for review"})
+    plan = gguf_math("avx512_vnni", EPYC, None)
+    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; int8: 96.5% at 1 rows" in plan.reason
+    assert gguf_math("avx512_vnni", EPYC, "mixed").by_bucket == ("mixed",) * 4
+    monkeypatch.setattr(isa, "HELD", {})
+    assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("mixed", "mixed", "mixed", "float32")
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -103,18 +103,25 @@ BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">6
 # Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there):
 # ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after one prefill
 # of G prompts (16 prompts x 32 positions). float32 is the exact weights (100% by construction). mixed:
-# 99.41% with --group 8 (decode at 8 rows, prefills of ~280 rows: buckets 2-8 and >64) and 99.41% (KL 0.00086)
-# with --group 1 (decode at 1 row: bucket 1; its ~35-row prefills score only each answer's first position,
-# so 9-64 stays unmeasured); int8: 96.48% with --group 8. The int8 kernels' answers change with the batch:
-# alone, "What is the capital of France?" under mixed answers "L'Étoile, la Marseillaise" where the float32
-# reference, and mixed in a batch of 8, answer Paris. An arithmetic is a candidate only once it meets the bar
-# in every bucket: a request crosses buckets, so the bar must hold wherever its steps land.
+# 99.41% with --group 8 (decode at 8 rows, prefills of ~280 rows: buckets 2-8 and >64), 99.41% (KL 0.00086)
+# with --group 1 (decode at 1 row: bucket 1) and 99.80% with --group 16 (decode at 16 rows: bucket 9-64);
+# int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a
+# request crosses buckets, so the bar must hold wherever its steps land.
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
-    "mixed": (99.41, 99.41, None, 99.41),
+    "mixed": (99.41, 99.41, 99.80, 99.41),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
+# Arithmetics kept out of ``auto`` although they pass, and why (SGLANG_CPU_GGUF_MATH still forces them):
+# the int8 kernels' answers change with the batch (float32's do not), and as a single request "What is the
+# capital of France?" under mixed answers "L'Étoile, la Marseillaise" where the float32 reference, and mixed
+# in a batch of 8, answer Paris; the default changing its answer to the project's first example, and its
+# logprobs leaving the reference's 1e-3, is for the project's lead to accept (issue 27), not this table.
+HELD: dict[str, str] = {
+    "mixed": "passes the bar at every batch size but is held for review: its greedy answers change with the batch "
+             "and, alone, 'What is the capital of France?' loses Paris (docs/benchmarks.md)",
+}
 # steps within this factor of a bucket's fastest count as a tie: a difference the measurement cannot vouch for
 MARGIN = 1.05
 
@@ -136,7 +143,7 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, shared with other sessions' tests (load average
     # 12-15): the fastest of 15 alternating steps; mixed 1.18x / 1.33x / 1.17x at 4 / 32 / 128 rows, and the
     # one-row figures are noise (a quieter run's medians: 8.1 ms both, a tie). mixed would win every bucket
-    # but is no candidate until AGREEMENT has it at 9-64 rows: float32 runs everywhere
+    # but is HELD: float32 runs everywhere
     "avx512_vnni": (
         Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,int8 --batches 1,4,32,128",
                  ms={"float32": (61.7, 97.8, 1525.0, 5314.2), "mixed": (23.5, 83.1, 1143.9, 4544.5),
@@ -209,11 +216,11 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
     if run is None:
         return MathPlan(("float32",) * len(BUCKETS), f"no measurement for the {family} family: the exact weights; "
                         f"{MATH_ENV}=mixed or int8 to try the int8 kernels")
-    allowed = eligible()
+    allowed = [m for m in eligible() if m not in HELD]
     if len(allowed) == 1:
         others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != allowed[0])
-        return MathPlan((allowed[0],) * len(BUCKETS), f"the only arithmetic measured to keep top-1 agreement >= {QUALITY_BAR:g}% "
-                        f"at every batch size ({others}); {MATH_ENV}=mixed or int8 forces the int8 kernels")
+        return MathPlan((allowed[0],) * len(BUCKETS), f"the only candidate (top-1 agreement >= {QUALITY_BAR:g}% measured at every "
+                        f"batch size, not held): {others}; {MATH_ENV}=mixed or int8 forces the int8 kernels")
     plan = pick(run.ms, allowed)
     where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
     return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(allowed)} (top-1 agreement >= "
@@ -221,7 +228,10 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
 
 
 def _short_of_bar(math: str) -> str:
-    """Where ``math``'s agreement misses the bar or was not measured (bench/quality.py --group measures it)."""
+    """Where ``math``'s agreement misses the bar or was not measured (bench/quality.py --group measures it), or
+    why it is held."""
+    if math in HELD and math in eligible():
+        return HELD[math]
     figures = AGREEMENT.get(math, (None,) * len(BUCKETS))
     low = [f"{a:g}% at {label} rows" for (label, _), a in zip(BUCKETS, figures) if a is not None and a < QUALITY_BAR]
     unmeasured = [label for (label, _), a in zip(BUCKETS, figures) if a is None]
