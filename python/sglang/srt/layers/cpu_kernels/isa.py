@@ -140,14 +140,12 @@ class Measured:
 # is the fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted
 # as printed. docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
-    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, shared with other sessions' tests (load average
-    # 12-15): the fastest of 15 alternating steps; mixed 1.18x / 1.33x / 1.17x at 4 / 32 / 128 rows, and the
-    # one-row figures are noise (a quieter run's medians: 8.1 ms both, a tie). mixed would win every bucket
-    # but is HELD: float32 runs everywhere
+    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, at load average 2 (other sessions' processes on
+    # the same cores): the fastest of 15 alternating steps; mixed 1.19x / 1.23x / 1.28x / 1.27x float32 at
+    # 1 / 4 / 32 / 128 rows, int8 1.39-1.83x. mixed would win every bucket but is HELD: float32 runs everywhere
     "avx512_vnni": (
         Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,int8 --batches 1,4,32,128",
-                 ms={"float32": (61.7, 97.8, 1525.0, 5314.2), "mixed": (23.5, 83.1, 1143.9, 4544.5),
-                     "int8": (68.2, 51.7, 915.3, 3540.5)}),
+                 ms={"float32": (7.4, 12.8, 77.6, 295.9), "mixed": (6.2, 10.4, 60.7, 233.7), "int8": (5.3, 7.8, 43.9, 161.7)}),
     ),
     "avx2": (),  # not measured yet: the exact weights
 }
