@@ -2,6 +2,8 @@
 
 Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization auto|none|gguf_q4] [--prefix 200] [--batches 1,16,64] [--page-size 1] [--contiguous]
      .venv/bin/python bench/decode_step.py --maths float32,int8   (the fused step on each GGUF arithmetic, alternating)
+     .venv/bin/python bench/decode_step.py --maths float32,mixed,int8 --batches 1,4,32,128   (one batch per bucket of
+         ``cpu_kernels/isa.py``'s BUCKETS: also prints the run as an ``isa.MEASURED`` entry and what it picks)
 
 Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
 its own, interleaved as requests that decode in step leave them (request i's
@@ -29,6 +31,8 @@ def main() -> None:
     ap.add_argument("--batches", default="1,16,64")
     ap.add_argument("--contiguous", action="store_true", help="each request's pages in one run")
     ap.add_argument("--page-size", type=int, default=1, help="tokens a KV page (1: the default)")
+    ap.add_argument("--best", action="store_true", help="with --maths: the fastest of the alternating steps, not the median "
+                    "(on a machine other processes share, the steps they did not slow)")
     ap.add_argument("--maths", default="", help="A,B: fused steps on each SGLANG_CPU_GGUF_MATH, alternating, instead of eager vs fused")
     args = ap.parse_args()
     if args.maths:
@@ -92,8 +96,9 @@ def compare_maths(args: argparse.Namespace) -> None:
             runners[m] = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
                                    max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
     print(f"one fused decode step, {args.dtype}+{args.quantization}, {args.prefix} cached tokens per request, pages of {ps}, "
-          f"{os.cpu_count()} cores, median of 15, alternating: " + ", ".join(f"{m}: {r.weight_format.summary()}" for m, r in runners.items()))
+          f"{os.cpu_count()} cores, {'best' if args.best else 'median'} of 15, alternating: " + ", ".join(f"{m}: {r.weight_format.summary()}" for m, r in runners.items()))
     print(f"{'batch':>5} " + " ".join(f"{m:>10}" for m in maths) + f" {maths[0]}/{maths[-1]:<6}")
+    table: dict[str, list[float]] = {m: [] for m in maths}
     for n, b in enumerate([batches[0], *batches]):  # the first not printed: a process's first steps run slow
         pages = [[1 + j * b + i for j in range(ppr)] for i in range(b)]
         fbs = {m: r.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))
@@ -106,9 +111,34 @@ def compare_maths(args: argparse.Namespace) -> None:
                     runners[m].fused_decode.run(fbs[m])
                     if i >= 3:
                         times[m].append(time.perf_counter() - t0)
-        med = {m: statistics.median(t) * 1e3 for m, t in times.items()}
+        med = {m: (min(t) if args.best else statistics.median(t)) * 1e3 for m, t in times.items()}
         if n:
             print(f"{b:>5} " + " ".join(f"{med[m]:>7.1f} ms" for m in maths) + f" {med[maths[0]] / med[maths[-1]]:>8.2f}x")
+            for m in maths:
+                table[m].append(round(med[m], 1))
+    print_measured(batches, table, args)
+
+
+def print_measured(batches: list[int], table: dict[str, list[float]], args: argparse.Namespace) -> None:
+    """With one batch size per bucket of ``isa.BUCKETS``, the run as an ``isa.MEASURED`` entry (the table the
+    GGUF arithmetic per batch size is chosen from), and the arithmetic that entry picks for each bucket."""
+    from sglang.host import cpu_model_name
+    from sglang.srt.layers.cpu_kernels import isa
+
+    if len(batches) != len(isa.BUCKETS) or any(bucket_of(b) != i for i, b in enumerate(batches)):
+        return
+    cmd = f"bench/decode_step.py{' --best' if args.best else ''} --maths {args.maths} --batches {args.batches}"
+    run = isa.Measured(cpu_model_name(), cmd, {m: tuple(v) for m, v in table.items()})  # type: ignore[misc]
+    print(f"isa.MEASURED entry: {run!r}")
+    allowed = [m for m in isa.eligible() if m not in isa.HELD]
+    print(f"picks among {', '.join(allowed)} (held: {', '.join(isa.HELD) or 'none'}): "
+          + ", ".join(f"{label}: {m}" for (label, _), m in zip(isa.BUCKETS, isa.pick(run.ms, allowed))))
+
+
+def bucket_of(rows: int) -> int:
+    from sglang.srt.layers.cpu_kernels import isa
+
+    return next(i for i, (_, most) in enumerate(isa.BUCKETS) if most == 0 or rows <= most)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,18 @@ Measures, in one process:
    step reads every weight once, so bandwidth / bytes per step bounds the
    single stream;
 2. the float32 matrix-product peak (a 2048^3 ``torch.mm``, best of 6, all
-   cores), and bfloat16's beside it (512^3: an AVX2-only CPU has no native
-   bfloat16 path and runs it hundreds of times slower): the
+   cores), and bfloat16's beside it (oneDNN's, 2048^3 where the CPU has a native bfloat16 path, AVX-512 BF16
+   or AMX; 512^3 on an AVX2-only CPU, which emulates it hundreds of times slower): the
    products' FLOPs per token bound every batched figure;
 3. per kernel family this CPU has (``cpu_kernels/isa.py``), the GGUF kernels' own peaks: the float32 and
    int8 Q4 products at 64 rows on the 3072x576 ``gate_up`` shape, weights in cache (best of 10), as
    multiply-adds per second (a kernel's ceiling for a batch, not the instruction's);
 4. the default configuration's bytes per decode step and FLOPs per token,
    summed over the kernels the weight-format pass gave its linear layers and LM
-   head (attention, norms and sampling excluded, so both ceilings are loose).
+   head for one row (attention, norms and sampling excluded, so both ceilings are loose), and its
+   batch ceiling from the kernel peaks of 3 for the kernels it runs at 64 rows (``cpu_kernels/isa.py``
+   picks the GGUF arithmetic per batch size: float32 or int8 per layer) beside the best family's
+   all-int8 and all-float32 ceilings.
 
 With ``--llama-cpp C1,C16`` (the ``llama-cpp-python`` server's tokens/s at
 concurrency 1 and 16, from one ``bench/serving.py`` run) and ``--hf-float32-64``
@@ -82,19 +85,25 @@ def family_peaks() -> list[tuple[str, float, float]]:
     return out
 
 
-def default_model_cost() -> tuple[int, int, str]:
-    """(bytes read per decode step, FLOPs per token, kernel summary) of the default configuration."""
+def default_model_cost() -> tuple[int, int, dict[str, int], str]:
+    """(bytes read per one-row decode step, FLOPs per token, multiply-adds per token by the arithmetic that runs
+    them at 64 rows (``f32``/``i8``), kernel summary) of the default configuration."""
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from inproc_scheduler import scheduler  # bench/ is the script's directory
+    from sglang.srt.layers.linear_kernels import BySize
 
     runner = scheduler(max_total_tokens=4096).tp_worker.model_runner
     nbytes = flops = 0
+    macs = {"f32": 0, "i8": 0}
     for _, mod in runner.model.named_modules():
         kernel = getattr(mod, "kernel", None)
         if kernel is not None and hasattr(kernel, "nbytes"):
-            nbytes += kernel.nbytes()
+            one = kernel.for_batch(1) if isinstance(kernel, BySize) else kernel  # what a one-row step reads
+            nbytes += one.nbytes()
             flops += 2 * kernel.out_features * kernel.in_features
-    return nbytes, flops, runner.weight_format.summary()
+            at64 = kernel.for_batch(64) if isinstance(kernel, BySize) else kernel
+            macs["i8" if at64.kind.endswith("_i8") else "f32"] += kernel.out_features * kernel.in_features
+    return nbytes, flops, macs, runner.weight_format.summary()
 
 
 def main() -> None:
@@ -103,9 +112,11 @@ def main() -> None:
     ap.add_argument("--hf-float32-64", type=float, default=0.0, help="Hugging Face float32 tokens/s at 64 requests (offline.py)")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    bw, f32, bf16 = read_bandwidth(), mm_peak(torch.float32, 2048, 6), mm_peak(torch.bfloat16, 512, 2)
+    native_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # AVX-512 BF16 / AMX: oneDNN runs it natively
+    bw, f32 = read_bandwidth(), mm_peak(torch.float32, 2048, 6)
+    bf16 = mm_peak(torch.bfloat16, 2048 if native_bf16 else 512, 6 if native_bf16 else 2)
     peaks = family_peaks()
-    nbytes, flops, summary = default_model_cost()
+    nbytes, flops, macs, summary = default_model_cost()
     step_floor = nbytes / bw
     compute_cap = f32 / flops
     print(f"{os.cpu_count()} cores: DRAM read {bw / 1e9:.1f} GB/s; matrix products float32 {f32 / 1e9:.0f} GFLOP/s, "
@@ -117,6 +128,17 @@ def main() -> None:
               f"a batch of the default model at most {pf * 1e9 / (flops / 2):.0f} / {pi * 1e9 / (flops / 2):.0f} tokens/s")
     print(f"single stream ceiling (bandwidth): {step_floor * 1e3:.2f} ms a step, {1 / step_floor:.0f} tokens/s")
     print(f"any batch ceiling (float32 peak):  {compute_cap:.0f} tokens/s")
+    if peaks:
+        from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
+
+        chosen = load_decode_kernels().FAMILY
+        pf, pi = next((f, i) for fam, f, i in peaks if fam == chosen)
+        mine = 1 / (macs["f32"] / (pf * 1e9) + macs["i8"] / (pi * 1e9))
+        share = macs["i8"] / (macs["f32"] + macs["i8"])
+        print(f"batch ceiling of the default's kernels at 64 rows ({chosen}, {share:.0%} of multiply-adds int8): {mine:.0f} tokens/s; "
+              f"the best family all int8 {max(i for _, _, i in peaks) * 2e9 / flops:.0f}, all float32 "
+              f"{max(f for _, f, _ in peaks) * 2e9 / flops:.0f}")
+        compute_cap = mine
     rows = []
     if args.llama_cpp:
         c1, c16 = (float(v) for v in args.llama_cpp.split(","))

@@ -1,6 +1,9 @@
 """Offline throughput: this engine beside Hugging Face ``generate`` on the same GGUF.
 
 Run: .venv/bin/python bench/offline.py [--new-tokens 128] [--batch 64] [--dtypes default,float32+none,bfloat16+gguf_q4]
+     .venv/bin/python bench/offline.py --hf-dtypes= --rounds 2 --dtypes default@float32,default@mixed   (an A/B: the
+         engine configs alternate, one engine at a time, for ROUNDS rounds; each round's figures and their ratio
+         against the first config are printed)
 
 For 1 request and for a batch of requests of N new tokens each (EOS ignored),
 prints output tokens/s for Hugging Face (static batch; float32 and bfloat16:
@@ -83,16 +86,23 @@ def main() -> None:
     ap.add_argument("--dtypes", default="default,float32+none,bfloat16+gguf_q4",
                     help="engine configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off), "
                     "each optionally ending in @float32 or @int8 (SGLANG_CPU_GGUF_MATH)")
-    ap.add_argument("--hf-dtypes", default="float32,bfloat16", help="Hugging Face dtypes (ratios pair each engine config with each)")
+    ap.add_argument("--hf-dtypes", default="float32,bfloat16",
+                    help="Hugging Face dtypes (ratios pair each engine config with each); empty: none")
+    ap.add_argument("--rounds", type=int, default=1, help="run the engine configs in turn this many times (an interleaved A/B)")
     args = ap.parse_args()
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     sizes = [1, args.batch]
-    hfs = {dt: [hf_tokens_per_s(prompts(n), args.new_tokens, dt) for n in sizes] for dt in args.hf_dtypes.split(",")}
+    hfs = {dt: [hf_tokens_per_s(prompts(n), args.new_tokens, dt) for n in sizes] for dt in args.hf_dtypes.split(",") if dt}
     rows = [(f"HF transformers generate ({dt})", tps, None) for dt, tps in hfs.items()]
     engines = []
-    for dt in args.dtypes.split(","):
-        tps, rss = engine_tokens_per_s(dt, sizes, args.new_tokens)
-        engines.append((f"sglang Engine ({dt})", tps, rss))
+    configs = args.dtypes.split(",")
+    for r in range(args.rounds):
+        got = {dt: engine_tokens_per_s(dt, sizes, args.new_tokens) for dt in configs}
+        base = got[configs[0]][0]
+        if args.rounds > 1:
+            print(f"round {r + 1}: " + "; ".join(f"{dt} {t[0][0]:.1f} / {t[0][1]:.1f} tok/s ({t[0][0] / base[0]:.2f}x / "
+                                                  f"{t[0][1] / base[1]:.2f}x)" for dt, t in got.items()), flush=True)
+        engines += [(f"sglang Engine ({dt}){f' r{r + 1}' if args.rounds > 1 else ''}", tps, rss) for dt, (tps, rss) in got.items()]
     rows += engines
     print(f"output tokens/s, {args.new_tokens} new tokens per request, SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} cores")
     print(f"{'system':<34} {'1 request':>10} {f'{args.batch} requests':>13} {'peak RSS':>10}")

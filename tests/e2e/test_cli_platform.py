@@ -51,8 +51,14 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     assert f"CPU kernel family: {family} (the best this CPU has: " in proc.stdout
     data = json.loads(_run(["platform", "--json"], env).stdout)
     assert data["cpu_kernel_family"]["family"] == family and "SGLANG_CPU_ISA unset" in data["cpu_kernel_family"]["reason"]
-    forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2"})
+    from sglang.host import cpu_model_name
+    from sglang.srt.layers.cpu_kernels.isa import gguf_math
+
+    plan = gguf_math(family, cpu_model_name(), None).format()  # the measured table's plan for this CPU (env unset)
+    assert data["cpu_kernel_family"]["gguf_math"] == plan and f"GGUF kernels (float32 models): {plan}" in proc.stdout
+    forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed"})
     assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout
+    assert "GGUF kernels (float32 models): mixed math (forced by SGLANG_CPU_GGUF_MATH)" in forced.stdout
     assert data["platform"]["rule"] == "fallback: SGLANG_USE_CPU_ENGINE=1"
     assert data["plugins"][0]["status"] == "loaded"
 

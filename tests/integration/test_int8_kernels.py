@@ -134,31 +134,68 @@ def test_the_weight_format_pass_gives_the_forced_arithmetic_at_every_batch_size(
     assert [lk.kernel_for_batch(gu.kernel, n) for n in (1, 2, 8, 64, 300)] == [layer] * 5 and gu.weight.is_meta
 
 
-def test_the_default_arithmetic_is_the_measured_table_for_this_cpus_family(caplog):
+def test_the_default_arithmetic_is_the_measured_plan_for_this_cpu_at_each_batch_size(caplog, monkeypatch):
     import logging
-    import os
 
-    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, tiny_llama
-    from sglang.srt.model_executor.weight_format import GGUF_MATH_BY_FAMILY
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+    from sglang.srt.layers import linear_kernels as lk
+    from sglang.srt.layers.cpu_kernels.isa import host_gguf_math
 
-    assert "SGLANG_CPU_GGUF_MATH" not in os.environ
-    model = tiny_llama(torch.float32, 4, 2, False, seed=2)
+    monkeypatch.delenv("SGLANG_CPU_GGUF_MATH")  # tests/conftest.py pins float32; this is the default's test
+    model = tiny_llama(torch.float32, 4, 2, False, seed=2, tied=True)
     with caplog.at_level(logging.INFO, logger="sglang.srt.model_executor.model_runner"):
-        fmt = apply_weight_format(model, q4_checkpoint(model, 2), None, "gguf_q4")
-    family = load_decode_kernels().FAMILY
-    want = GGUF_MATH_BY_FAMILY[family]
-    assert fmt.layers["layers.0.mlp.down_proj"] == {"int8": "q4_i8", "float32": "q4_f32"}[want]
-    assert f"GGUF kernels: {want} math (measured fastest on the {family} family" in caplog.text
+        apply_weight_format(model, q4_checkpoint(model, 2), q8_embedding(model, 2), "gguf_q4")
+    plan = host_gguf_math(load_decode_kernels().FAMILY)
+    assert f"GGUF kernels: {plan.format()}" in caplog.text
+    layer = model.layers[0]
+    for rows in (1, 2, 8, 9, 64, 65, 300):
+        math = plan.for_batch(rows)
+        assert lk.kernel_for_batch(layer.mlp.gate_up_proj.kernel, rows) == ("q4_f32" if math == "float32" else "q4_i8")
+        assert lk.kernel_for_batch(layer.mlp.down_proj.kernel, rows) == ("q4_i8" if math == "int8" else "q4_f32")
+        assert lk.kernel_for_batch(model.lm_head.kernel, rows) == ("q8_i8" if math == "int8" else "q8_f32")
 
 
+def _plan_on_this_cpu(monkeypatch, by_bucket_ms: dict[str, tuple[float, float, float, float]]) -> None:
+    """The shipped table replaced by one measured "on this CPU", with mixed passing the quality bar at every batch
+    size (the rule then picks from these figures)."""
+    from sglang.host import cpu_model_name
+    from sglang.srt.layers.cpu_kernels import isa
+
+    monkeypatch.delenv("SGLANG_CPU_GGUF_MATH", raising=False)
+    monkeypatch.setattr(isa, "AGREEMENT", {**isa.AGREEMENT, "mixed": (99.4,) * len(isa.BUCKETS)})
+    monkeypatch.setattr(isa, "HELD", {})
+    monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model_name(), "test", by_bucket_ms),))
+
+
+def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_same_blocks(monkeypatch):
+    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+    from sglang.srt.layers import linear_kernels as lk
+
+    # float32 at 1 row and above 64, mixed at 2-64
+    _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 2.0, 2.0), "mixed": (1.5, 1.0, 1.0, 3.0)})
+    model = tiny_llama(torch.float32, 4, 2, False, seed=4, tied=True)
+    fmt = apply_weight_format(model, q4_checkpoint(model, 4), q8_embedding(model, 4), "gguf_q4")
+    gu, o, qkv = model.layers[0].mlp.gate_up_proj.kernel, model.layers[0].self_attn.o_proj.kernel, model.layers[0].self_attn.qkv_proj.kernel
+    want = {1: "q4_f32", 2: "q4_i8", 64: "q4_i8", 65: "q4_f32", 500: "q4_f32"}
+    assert {n: lk.kernel_for_batch(gu, n) for n in want} == want and {n: lk.kernel_for_batch(o, n) for n in want} == want
+    assert isinstance(gu, lk.BySize) and gu.tiers[0].weight is gu.rest.weight  # one float32 copy, two bounds
+    assert gu.nbytes() == gu.tiers[0].nbytes() + gu.tiers[1].nbytes()
+    assert qkv.kind == "q4_f32" and fmt.layers["lm_head"] == "q8_f32"
+    assert fmt.layers["layers.0.mlp.gate_up_proj"] == "q4_f32 (<= 1 rows), q4_i8 (<= 64 rows), q4_f32 (more rows)"
+
+
+@pytest.mark.parametrize("plan", ["int8", "by_size"])
 @pytest.mark.parametrize("batch", [1, 5, 37])
-def test_the_decode_plan_on_int8_kernels_keeps_the_eager_steps_logits(monkeypatch, batch):
+def test_the_decode_plan_on_int8_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, plan):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
-    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "int8")
+    if plan == "int8":
+        monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "int8")
+    else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >64, float32 else
+        _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 1.0, 2.0), "mixed": (2.0, 1.0, 2.0, 1.0)})
     model = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
     dense = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
     blocks, q8 = q4_checkpoint(model, batch), q8_embedding(model, batch)

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from sglang.srt.layers.cpu_kernels import build
-from sglang.srt.layers.cpu_kernels.isa import FAMILIES, IsaError, choose, supported
-from sglang.srt.model_executor.weight_format import GGUF_MATH_BY_FAMILY, gguf_math
+from sglang.srt.layers.cpu_kernels import build, isa
+from sglang.srt.layers.cpu_kernels.isa import (
+    BUCKETS,
+    FAMILIES,
+    MEASURED,
+    IsaError,
+    Measured,
+    choose,
+    eligible,
+    gguf_math,
+    pick,
+    supported,
+)
 
 AVX2 = frozenset({"sse2", "avx", "avx2", "fma", "f16c"})
 VNNI = AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}
@@ -63,15 +73,110 @@ def test_the_kernel_cache_key_holds_the_cpu_feature_set(monkeypatch):
     assert build._build_key("c++", build.DECODE_SOURCE, FAMILIES["avx512_vnni"]) != build._build_key("c++", build.DECODE_SOURCE, fam)
 
 
+EPYC = "AMD EPYC"
+# a made-up run (ms per bucket 1 / 2-8 / 9-64 / >64): mixed 1.02x at 1 row (a tie), 1.25x at 2-8, 1.10x at 9-64,
+# 0.89x above 64; int8 fastest everywhere but under the quality bar
+RUN = Measured(EPYC, "bench", {"float32": (10.0, 40.0, 100.0, 400.0), "mixed": (9.8, 32.0, 90.9, 450.0),
+                               "int8": (7.0, 20.0, 60.0, 250.0)})
+
+
+PASSING = {"float32": (100.0,) * 4, "mixed": (99.4,) * 4, "int8": (96.5,) * 4}  # mixed measured at every size
+
+
+@pytest.fixture
+def mixed_passes(monkeypatch):
+    monkeypatch.setattr(isa, "AGREEMENT", PASSING)
+    monkeypatch.setattr(isa, "HELD", {})
+
+
+def test_only_arithmetics_that_meet_the_quality_bar_at_every_batch_size_are_candidates():
+    assert eligible(PASSING) == ["float32", "mixed"]  # int8: 96.5% < 98%
+    assert eligible({"float32": (100.0,) * 4, "mixed": (99.0,) * 4, "int8": (98.5,) * 4}) == ["float32", "mixed", "int8"]
+    assert eligible({"float32": (100.0,) * 4, "mixed": (99.0, 99.0, 97.9, 99.0)}) == ["float32"]  # under the bar in one
+    assert eligible({"float32": (100.0,) * 4, "mixed": (99.0, None, 99.0, 99.0)}) == ["float32"]  # not measured in one
+
+
+def test_a_bucket_goes_to_its_clear_winner_and_a_tie_to_the_usual_winner():
+    allowed = ["float32", "mixed"]
+    # 1 row: a tie (2%), taken by mixed, which won 2-8 and 9-64 outright; >64: float32 wins outright
+    assert pick(RUN.ms, allowed) == ("mixed", "mixed", "mixed", "float32")
+    assert pick(RUN.ms, ["float32", "mixed", "int8"]) == ("int8",) * 4  # allowed, int8 is the fastest by far
+    # margin 1.2: only 2-8 is won outright (by mixed); every other bucket ties and goes to mixed
+    assert pick(RUN.ms, allowed, margin=1.2) == ("mixed",) * 4
+    tie = {"float32": (10.0, 10.0, 10.0, 10.0), "mixed": (10.1, 9.9, 10.2, 9.8)}
+    assert pick(tie, allowed) == ("float32",) * 4  # nothing won outright: the exact weights
+    assert pick({"float32": (1.0,) * 4}, allowed) == ("float32",) * 4  # mixed not measured: not chosen
+    assert pick({}, allowed) == ("float32",) * 4
+
+
+@pytest.mark.parametrize("rows,bucket", [(1, 0), (2, 1), (8, 1), (9, 2), (64, 2), (65, 3), (4096, 3)])
+def test_each_batch_size_runs_its_buckets_arithmetic(monkeypatch, mixed_passes, rows, bucket):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))
+    slow_at_1 = Measured(EPYC, "bench", {**RUN.ms, "mixed": (11.0, 32.0, 90.9, 450.0)})
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (slow_at_1,))
+    plan = gguf_math("avx512_vnni", EPYC, None)
+    assert plan.by_bucket == ("float32", "mixed", "mixed", "float32")
+    assert plan.for_batch(rows) == plan.by_bucket[bucket]
+    assert plan.tiers() == [(1, "float32"), (64, "mixed"), (0, "float32")]  # neighbouring buckets merged
+    assert plan.format().startswith("by batch rows 1: float32, 2-8: mixed, 9-64: mixed, >64: float32 (fastest measured on this CPU")
+
+
+def test_a_cpu_model_measured_itself_wins_over_another_of_its_family(monkeypatch, mixed_passes):
+    other = Measured("Intel Xeon", "bench", {"float32": (1.0,) * 4, "mixed": (0.5,) * 4})
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN, other))
+    assert gguf_math("avx512_vnni", "Intel Xeon", None).by_bucket == ("mixed",) * 4
+    mine = gguf_math("avx512_vnni", EPYC, None)
+    assert mine.by_bucket == ("mixed", "mixed", "mixed", "float32") and "this CPU" in mine.reason
+    elsewhere = gguf_math("avx512_vnni", "AMD Ryzen", None)  # not measured: the family's first run
+    assert elsewhere.by_bucket == mine.by_bucket and "AMD EPYC, the same family" in elsewhere.reason
+
+
+def test_a_family_without_a_measurement_keeps_the_exact_weights(monkeypatch, mixed_passes):
+    monkeypatch.setitem(MEASURED, "avx2", ())
+    plan = gguf_math("avx2", EPYC, None)
+    assert plan.by_bucket == ("float32",) * 4 and plan.tiers() == [(0, "float32")]
+    assert plan.format().startswith("float32 math (no measurement for the avx2 family")
+
+
+def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))  # mixed faster at 2-64 rows, but not measured everywhere
+    monkeypatch.setattr(isa, "AGREEMENT", {"float32": (100.0,) * 4, "mixed": (99.4, 99.4, None, 99.4), "int8": (None, 96.48, None, 96.48)})
+    monkeypatch.setattr(isa, "HELD", {})
+    plan = gguf_math("avx512_vnni", EPYC, None)
+    assert plan.by_bucket == ("float32",) * 4
+    assert "the only candidate (top-1 agreement >= 98% measured at every batch size, not held): mixed: not measured at " \
+           "9-64 rows; int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured at 1, 9-64 rows;" in plan.reason
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_the_gguf_arithmetic_follows_the_measured_table_per_family(family):
-    got = gguf_math(family, None)
-    assert got.math == GGUF_MATH_BY_FAMILY[family] and family in got.reason and "SGLANG_CPU_GGUF_MATH=float32" in got.reason
-    assert gguf_math(family, "float32").math == "float32" and gguf_math(family, " INT8 ").math == "int8"
-    assert gguf_math(family, "mixed").math == "mixed"
-    assert gguf_math(family, "auto") == got
+def test_the_shipped_table_only_picks_arithmetics_that_meet_the_bar(family):
+    # the shipped quality figures, holds and step times together: every bucket runs an arithmetic measured to pass
+    for run in MEASURED[family]:
+        assert set(run.ms) <= set(isa.MATHS) and all(len(v) == len(BUCKETS) for v in run.ms.values())
+        plan = gguf_math(family, run.cpu, None)
+        assert set(plan.by_bucket) <= set(eligible())
+        assert plan.by_bucket == pick(run.ms, [m for m in eligible() if m not in isa.HELD])
+
+
+def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(monkeypatch):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))
+    monkeypatch.setattr(isa, "AGREEMENT", PASSING)
+    monkeypatch.setattr(isa, "HELD", {"mixed": "held for review"})
+    plan = gguf_math("avx512_vnni", EPYC, None)
+    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; int8: 96.5% at 1 rows" in plan.reason
+    assert gguf_math("avx512_vnni", EPYC, "mixed").by_bucket == ("mixed",) * 4
+    monkeypatch.setattr(isa, "HELD", {})
+    assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("mixed", "mixed", "mixed", "float32")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_forced_arithmetic_runs_at_every_batch_size(family):
+    for value, want in (("float32", "float32"), (" INT8 ", "int8"), ("mixed", "mixed")):
+        plan = gguf_math(family, EPYC, value)
+        assert plan.by_bucket == (want,) * 4 and plan.format() == f"{want} math (forced by SGLANG_CPU_GGUF_MATH)"
+    assert gguf_math(family, EPYC, "auto") == gguf_math(family, EPYC, None)
 
 
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
-    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32, int8 or mixed"):
-        gguf_math("avx2", "fp16")
+    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32, mixed or int8"):
+        gguf_math("avx2", EPYC, "fp16")

@@ -48,6 +48,8 @@ def _cmd_platform(args: argparse.Namespace) -> int:
     print(f"{label} " + decision.format())
     if kernels:
         print(f"CPU kernel family: {kernels['family'] or 'none'} ({kernels['reason']})")
+        if kernels.get("gguf_math"):
+            print(f"GGUF kernels (float32 models): {kernels['gguf_math']}")
     print(format_plugin_report())
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
@@ -57,14 +59,19 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 
 
 def _cpu_kernel_family() -> dict[str, Any]:
-    """The kernel family the CPU kernels would be built for here and why (``cpu_kernels/isa.py``; stdlib only)."""
-    from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice
+    """The kernel family the CPU kernels would be built for here and why, and the GGUF arithmetic per batch size
+    (``cpu_kernels/isa.py``; stdlib only)."""
+    from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice, host_gguf_math
 
     try:
         choice = host_choice()
     except IsaError as e:
         return {"family": None, "reason": str(e)}
-    return {"family": choice.family.name, "reason": choice.reason}
+    try:
+        math = host_gguf_math(choice.family.name).format()
+    except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
+        math = f"refused: {e}"
+    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": math}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -201,7 +201,10 @@ class BySize(LinearKernel):
         return next((t for t in self.tiers if rows <= t.max_batch), self.rest)
 
     def nbytes(self) -> int:
-        return sum(k.nbytes() for k in (*self.tiers, self.rest))
+        # two tiers may share one kernel's tensors (the same arithmetic on both sides of another): count them once
+        seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for k in (*self.tiers, self.rest) for t in (k.weight, k.scales) if t is not None and t.device.type != "meta"}
+        return sum(seen.values())
 
     def describe(self) -> str:
         return ", ".join([f"{t.kind} (<= {t.max_batch} rows)" for t in self.tiers] + [f"{self.rest.kind} (more rows)"])

@@ -10,9 +10,10 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
   float32 models compute every linear layer on the GGUF's Q4 blocks at every batch size
   (``q4_f32``: exact float32 weights, one copy, 0.75 bytes a weight), and a tied LM head on the
   embedding's Q8_0 blocks (``q8_f32``), which the embedding also looks rows up in; no dense copy is
-  kept. ``gguf_math`` picks the arithmetic of those float32 kernels per kernel family
-  (``GGUF_MATH_BY_FAMILY``; ``SGLANG_CPU_GGUF_MATH`` forces one): ``int8`` runs every layer and the head on
-  ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
+  kept. ``cpu_kernels.isa.gguf_math`` picks the arithmetic of those kernels per batch-size bucket
+  (a measured table per kernel family; ``SGLANG_CPU_GGUF_MATH`` forces one): ``int8`` runs every layer and
+  the head on ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``; a layer whose
+  arithmetic differs between buckets gets a ``BySize`` of both kernels. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
   weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
 - no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
   packs the dtype (float32 always); a Q8_0 embedding of a GGUF is looked up in its blocks (exact).
@@ -27,8 +28,10 @@ Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call,
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,41 +96,33 @@ def _q4_blocks(lin: Any, blocks: dict[str, Any], names: list[str]) -> tuple[torc
     return None if any(t is None for t in out) else tuple(t.contiguous() for t in out)
 
 
-GGUF_MATH_ENV = "SGLANG_CPU_GGUF_MATH"
-GGUF_MATHS = ("float32", "int8", "mixed")
 # ``mixed``: int8 only where it kept the answers (bench/quality.py, 16 prompts x 32 tokens): o and gate_up
 # (59% of a layer's multiply-adds) in int8, qkv, down and the LM head in float32 measured 99.41% top-1
-# agreement; with down also int8 97.85%, with every layer int8 96.48% (the bar is 98%)
+# agreement; with down also int8 97.85%, with every layer int8 96.48% (the bar is 98%). Which arithmetic
+# runs at which batch size is ``isa.gguf_math``'s decision (a measured table per kernel family).
 INT8_IN_MIXED = ("o_proj", "gate_up_proj")
-# Which arithmetic float32 models run on the GGUF's blocks, per kernel family (``cpu_kernels/isa.py``),
-# at every batch size. Measured on an AMD EPYC with AVX-512 VNNI (docs/benchmarks.md, A/B in one process):
-# the int8 kernels run the layer products 2.3-3.2x faster (avx2 family 1.8-3.1x), but their answers
-# part from the float32 reference's, 96.5% teacher-forced top-1 agreement (bench/quality.py), under the
-# 98% bar; float32 (the exact weights) stays the default on both families until int8 passes it.
-GGUF_MATH_BY_FAMILY = {"avx512_vnni": "float32", "avx2": "float32"}
 
 
-@dataclass(frozen=True)
-class GgufMath:
-    """The arithmetic of the float32 GGUF kernels: ``float32`` (``q4_f32``/``q8_f32``, the exact weights),
-    ``int8`` (``q4_i8``/``q8_i8``, activations int8 per block of 32) or ``mixed`` (int8 for ``INT8_IN_MIXED``
-    only), and why."""
-
-    math: str
-    reason: str
+def _int8(math: str, name: str) -> bool:
+    """Whether module ``name`` computes in int8 under arithmetic ``math``."""
+    return math == "int8" or (math == "mixed" and name.rpartition(".")[2] in INT8_IN_MIXED)
 
 
-def gguf_math(family: str, forced: str | None) -> GgufMath:
-    """The arithmetic for kernel family ``family``; ``forced`` is ``SGLANG_CPU_GGUF_MATH`` (None/``auto``: the table).
-
-    Raises ``ValueError`` naming the variable for a value it does not know."""
-    forced = (forced or "auto").strip().lower()
-    if forced != "auto":
-        if forced not in GGUF_MATHS:
-            raise ValueError(f"{GGUF_MATH_ENV}={forced!r}: use auto, float32, int8 or mixed")
-        return GgufMath(forced, f"forced by {GGUF_MATH_ENV}")
-    math = GGUF_MATH_BY_FAMILY.get(family, "float32")
-    return GgufMath(math, f"measured fastest on the {family} family; {GGUF_MATH_ENV}=float32 keeps the exact weights")
+def by_tiers(tiers: list[tuple[int, bool]], make: Callable[[bool], lk.LinearKernel]) -> lk.LinearKernel:
+    """One kernel per run of batch sizes (``tiers``: (most rows, int8?), the last 0: any), built once per
+    arithmetic by ``make`` (the int8 kernel holds a repacked copy; both are kept only when both run)."""
+    merged: list[tuple[int, bool]] = []
+    for most, i8 in tiers:
+        merged = [*merged[:-1], (most, i8)] if merged and merged[-1][1] == i8 else [*merged, (most, i8)]
+    built = {i8: make(i8) for i8 in {i8 for _, i8 in merged}}
+    if len(merged) == 1:
+        return built[merged[0][1]]
+    bounded = []
+    for most, i8 in merged[:-1]:
+        k = copy.copy(built[i8])  # the same tensors, its own bound
+        k.max_batch = most
+        bounded.append(k)
+    return lk.BySize(bounded, built[merged[-1][1]])
 
 
 class _Pass:
@@ -138,15 +133,13 @@ class _Pass:
         self.max_batch = getattr(quant_config, "max_batch", 8)
         self.onednn = device.type == "cpu" and onednn_linear.available() and onednn_linear.packs(dtype)
         self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
-        self.math = "float32"
+        self.tiers: list[tuple[int, str]] = [(0, "float32")]  # (most rows, arithmetic), the last: any batch
         if self.exact_q:
-            import os
+            from sglang.srt.layers.cpu_kernels import isa, load_decode_kernels
 
-            from sglang.srt.layers.cpu_kernels import load_decode_kernels
-
-            choice = gguf_math(load_decode_kernels().FAMILY, os.environ.get(GGUF_MATH_ENV))
-            self.math = choice.math
-            logger.info("GGUF kernels: %s math (%s)", choice.math, choice.reason)
+            plan = isa.host_gguf_math(load_decode_kernels().FAMILY)
+            self.tiers = plan.tiers()
+            logger.info("GGUF kernels: %s", plan.format())
 
     @staticmethod
     def _cpu_kernels() -> bool:
@@ -170,17 +163,13 @@ class _Pass:
             return lk.OneDNN(prepack(w, 64), w.shape[0], w.shape[1]), True
         return None, False
 
-    def int8(self, name: str) -> bool:
-        """Whether module ``name`` computes in int8 (``gguf_math``'s choice)."""
-        return self.math == "int8" or (self.math == "mixed" and name.rpartition(".")[2] in INT8_IN_MIXED)
-
     def linear(self, lin: Any, q4: tuple[torch.Tensor, ...] | None, name: str = "") -> tuple[lk.LinearKernel | None, bool]:
         from sglang.srt.layers.q4_packed import pack, pack_f32, pack_i8
 
         if q4 is not None and self.exact_q:
-            if self.int8(name):
-                return lk.Q4I8(*pack_i8(*q4), q4[0].shape[0]), True
-            return lk.Q4F32(*pack_f32(*q4)), True
+            n = q4[0].shape[0]
+            return by_tiers([(most, _int8(m, name)) for most, m in self.tiers],
+                            lambda i8: lk.Q4I8(*pack_i8(*q4), n) if i8 else lk.Q4F32(*pack_f32(*q4))), True
         if q4 is not None and self.method == "gguf_q4" and self.dtype == torch.bfloat16:
             n, k = q4[0].shape
             small = lk.Int4BF16(*pack(*q4), n, k, self.max_batch)
@@ -193,7 +182,8 @@ class _Pass:
         the embedding keeps looking rows up in the blocks)."""
         from sglang.srt.layers.q4_packed import pack_q8_i8
 
-        return lk.Q8I8(*pack_q8_i8(q, scale), q.shape[0]) if self.math == "int8" else lk.Q8F32(q, scale)
+        return by_tiers([(most, m == "int8") for most, m in self.tiers],
+                        lambda i8: lk.Q8I8(*pack_q8_i8(q, scale), q.shape[0]) if i8 else lk.Q8F32(q, scale))
 
     def lm_head(self, head: Any, embed_q8: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[lk.LinearKernel | None, bool]:
         emb = head.embedding

@@ -88,3 +88,156 @@ def host_choice() -> Choice:
     from sglang.host import cpu_flags
 
     return choose(cpu_flags(), os.environ.get(ENV))
+
+
+# --- The GGUF kernels' arithmetic per batch size: decided here and nowhere else -----------------------------
+# float32 models compute on the GGUF's Q4 blocks in one of three arithmetics (``weight_format`` builds them):
+# ``float32`` (the exact weights), ``mixed`` (int8 activations for ``o`` and ``gate_up`` only) or ``int8``
+# (every layer and the LM head). Each batch-size bucket runs the one that measured fastest on the CPU among
+# those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one arithmetic at every size.
+MATH_ENV = "SGLANG_CPU_GGUF_MATH"
+MATHS = ("float32", "mixed", "int8")  # most exact first
+# (label, the most rows in the bucket; 0: any): a batch goes to the first bucket that admits it (a prefill
+# counts its prompt tokens, so one request's prefill and decode steps fall in different buckets)
+BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">64", 0))
+# Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there):
+# ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after one prefill
+# of G prompts (16 prompts x 32 positions). float32 is the exact weights (100% by construction). mixed:
+# 99.41% with --group 8 (decode at 8 rows, prefills of ~280 rows: buckets 2-8 and >64), 99.41% (KL 0.00086)
+# with --group 1 (decode at 1 row: bucket 1) and 99.80% with --group 16 (decode at 16 rows: bucket 9-64);
+# int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a
+# request crosses buckets, so the bar must hold wherever its steps land.
+AGREEMENT: dict[str, tuple[float | None, ...]] = {
+    "float32": (100.0, 100.0, 100.0, 100.0),
+    "mixed": (99.41, 99.41, 99.80, 99.41),
+    "int8": (None, 96.48, None, 96.48),
+}
+QUALITY_BAR = 98.0
+# Arithmetics kept out of ``auto`` although they pass, and why (SGLANG_CPU_GGUF_MATH still forces them):
+# the int8 kernels' answers change with the batch (float32's do not), and as a single request "What is the
+# capital of France?" under mixed answers "L'Étoile, la Marseillaise" where the float32 reference, and mixed
+# in a batch of 8, answer Paris; the default changing its answer to the project's first example, and its
+# logprobs leaving the reference's 1e-3, is for the project's lead to accept (issue 27), not this table.
+HELD: dict[str, str] = {
+    "mixed": "passes the bar at every batch size but is held for review: its greedy answers change with the batch "
+             "and, alone, 'What is the capital of France?' loses Paris (docs/benchmarks.md)",
+}
+# steps within this factor of a bucket's fastest count as a tie: a difference the measurement cannot vouch for
+MARGIN = 1.05
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Whole fused decode steps (ms, from one interleaved run: medians, or the fastest with ``--best``) per
+    arithmetic and bucket on one CPU."""
+
+    cpu: str  # ``lscpu`` model name
+    command: str
+    ms: dict[str, tuple[float, float, float, float]]  # math -> one figure per BUCKETS entry
+
+
+# Per family, the runs that decide (a CPU model measured itself wins; another model with the same family
+# is the fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted
+# as printed. docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
+MEASURED: dict[str, tuple[Measured, ...]] = {
+    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, at load average 2 (other sessions' processes on
+    # the same cores): the fastest of 15 alternating steps; mixed 1.19x / 1.23x / 1.28x / 1.27x float32 at
+    # 1 / 4 / 32 / 128 rows, int8 1.39-1.83x. mixed would win every bucket but is HELD: float32 runs everywhere
+    "avx512_vnni": (
+        Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,int8 --batches 1,4,32,128",
+                 ms={"float32": (7.4, 12.8, 77.6, 295.9), "mixed": (6.2, 10.4, 60.7, 233.7), "int8": (5.3, 7.8, 43.9, 161.7)}),
+    ),
+    "avx2": (),  # not measured yet: the exact weights
+}
+
+
+def eligible(agreement: dict[str, tuple[float | None, ...]] | None = None, bar: float = QUALITY_BAR) -> list[str]:
+    """The arithmetics whose answers meet the quality bar in every bucket (``agreement``: ``AGREEMENT``), most exact first."""
+    agreement = AGREEMENT if agreement is None else agreement
+    return [m for m in MATHS if m in agreement and all(a is not None and a >= bar for a in agreement[m])]
+
+
+def pick(ms: dict[str, tuple[float, ...]], allowed: list[str], margin: float = MARGIN) -> tuple[str, ...]:
+    """One arithmetic of ``allowed`` (most exact first) per bucket, from the step times ``ms``.
+
+    A bucket's candidates are the arithmetics within ``margin`` of its fastest: one candidate wins outright;
+    among several (a tie, as far as the measurement can tell) the arithmetic most buckets won outright is taken
+    if it is one of them, so that a request's answer does not change with its batch's size for nothing, else
+    the most exact."""
+    timed = [m for m in allowed if m in ms]
+    if not timed:
+        return (allowed[0],) * len(BUCKETS)
+    cands = [[m for m in timed if ms[m][b] <= margin * min(ms[x][b] for x in timed)] for b in range(len(BUCKETS))]
+    won = [c[0] for c in cands if len(c) == 1]
+    usual = max(timed, key=lambda m: (won.count(m), -timed.index(m)))  # ties: the most exact
+    return tuple(c[0] if len(c) == 1 else (usual if usual in c else c[0]) for c in cands)
+
+
+@dataclass(frozen=True)
+class MathPlan:
+    """One arithmetic per ``BUCKETS`` entry, and why."""
+
+    by_bucket: tuple[str, ...]
+    reason: str
+
+    def for_batch(self, rows: int) -> str:
+        """The arithmetic a batch of ``rows`` rows runs."""
+        return next(m for (_, most), m in zip(BUCKETS, self.by_bucket) if most == 0 or rows <= most)
+
+    def tiers(self) -> list[tuple[int, str]]:
+        """(most rows, arithmetic) with neighbouring buckets of one arithmetic merged; the last admits any batch."""
+        out: list[tuple[int, str]] = []
+        for (_, most), m in zip(BUCKETS, self.by_bucket):
+            if out and out[-1][1] == m:
+                out[-1] = (most, m)
+            else:
+                out.append((most, m))
+        return out
+
+    def format(self) -> str:
+        if len(set(self.by_bucket)) == 1:
+            return f"{self.by_bucket[0]} math ({self.reason})"
+        parts = ", ".join(f"{label}: {m}" for (label, _), m in zip(BUCKETS, self.by_bucket))
+        return f"by batch rows {parts} ({self.reason})"
+
+
+def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
+    """The GGUF arithmetic per batch size for kernel family ``family`` on CPU model ``cpu``; ``forced`` is
+    ``SGLANG_CPU_GGUF_MATH`` (None/``auto``: the measured table). Raises ``ValueError`` naming the variable."""
+    forced = (forced or "auto").strip().lower()
+    if forced != "auto":
+        if forced not in MATHS:
+            raise ValueError(f"{MATH_ENV}={forced!r}: use auto, float32, mixed or int8")
+        return MathPlan((forced,) * len(BUCKETS), f"forced by {MATH_ENV}")
+    runs = MEASURED.get(family, ())
+    run = next((r for r in runs if r.cpu == cpu), runs[0] if runs else None)
+    if run is None:
+        return MathPlan(("float32",) * len(BUCKETS), f"no measurement for the {family} family: the exact weights; "
+                        f"{MATH_ENV}=mixed or int8 to try the int8 kernels")
+    allowed = [m for m in eligible() if m not in HELD]
+    if len(allowed) == 1:
+        others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != allowed[0])
+        return MathPlan((allowed[0],) * len(BUCKETS), f"the only candidate (top-1 agreement >= {QUALITY_BAR:g}% measured at every "
+                        f"batch size, not held): {others}; {MATH_ENV}=mixed or int8 forces the int8 kernels")
+    plan = pick(run.ms, allowed)
+    where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
+    return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(allowed)} (top-1 agreement >= "
+                    f"{QUALITY_BAR:g}% at every batch size); {MATH_ENV}=float32 keeps the exact weights")
+
+
+def _short_of_bar(math: str) -> str:
+    """Where ``math``'s agreement misses the bar or was not measured (bench/quality.py --group measures it), or
+    why it is held."""
+    if math in HELD and math in eligible():
+        return HELD[math]
+    figures = AGREEMENT.get(math, (None,) * len(BUCKETS))
+    low = [f"{a:g}% at {label} rows" for (label, _), a in zip(BUCKETS, figures) if a is not None and a < QUALITY_BAR]
+    unmeasured = [label for (label, _), a in zip(BUCKETS, figures) if a is None]
+    return ", ".join(low + ([f"not measured at {', '.join(unmeasured)} rows"] if unmeasured else []))
+
+
+def host_gguf_math(family: str) -> MathPlan:
+    """``gguf_math`` for this process's CPU and environment. Who calls: the weight-format pass, ``sglang platform``."""
+    from sglang.host import cpu_model_name
+
+    return gguf_math(family, cpu_model_name(), os.environ.get(MATH_ENV))
