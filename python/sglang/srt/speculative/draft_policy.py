@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 
-# bench/spec_cost.py (default model, one request with 300 cached tokens, fastest of 25 rounds) on the shared
-# 2-core AVX-512 EPYC while other jobs kept its load average near 10, so every figure carries that noise
-# (docs/benchmarks.md, "Speculative decoding"): a TARGET_VERIFY forward of 1 + k rows cost 1.16-5.0 decode
-# rows for k = 0..15, 0.26-0.36 of a decode row per extra row for k >= 3 (0.14-0.6 below); a DECODE batch
-# of 2-6 rows cost 1.02-1.24 decode rows and one of 8 rows 2.94 (the knee: past it rows cost compute).
-VERIFY_BASE_COST = 1.16  # the 1-row verify against the decode row (same request, same tokens)
-VERIFY_ROW_COST = 0.3
+# bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
+# quiet 2-core AVX-512 EPYC (docs/benchmarks.md, "Speculative decoding"): one decode row 8.58 ms; a TARGET_VERIFY
+# forward of 1 + k rows cost 1.03 decode rows at k = 0 and 0.22-0.38 of a decode row per extra row (0.27 on
+# average over k = 1..15); a DECODE batch of M rows costs about the same as a verify of M rows (the float32
+# arithmetic on the Q4 blocks makes each row cost compute, not only the weights' streaming).
+VERIFY_BASE_COST = 1.03  # the 1-row verify against the decode row (same request, same tokens)
+VERIFY_ROW_COST = 0.27
 COMPUTE_KNEE = int(os.environ.get("SGLANG_SPEC_COMPUTE_KNEE", "6"))
 PROBE_EVERY = 8
 _DECAY = 0.7
