@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import lora_adapters
 from helpers.server import ServerProc
 
 # SmolLM2-135M: hidden 576, 9 query heads and 3 KV heads of 64, MLP 1536, 30 layers
@@ -34,19 +35,7 @@ LEVELS = {16: 32, 1: 4}  # concurrency -> requests
 
 
 def write_adapter(path: Path, rank: int, seed: int) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    g = torch.Generator().manual_seed(seed)
-    tensors = {}
-    for i in range(LAYERS):
-        for m, (n_in, n_out) in DIMS.items():
-            key = f"base_model.model.model.layers.{i}.{'mlp' if m in ('gate_proj', 'up_proj', 'down_proj') else 'self_attn'}.{m}"
-            tensors[key + ".lora_A.weight"] = 0.02 * torch.randn(rank, n_in, generator=g)
-            tensors[key + ".lora_B.weight"] = 0.02 * torch.randn(n_out, rank, generator=g)
-    path.mkdir(parents=True)
-    save_file(tensors, str(path / "adapter_model.safetensors"))
-    (path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "target_modules": list(DIMS)}))
+    lora_adapters.write_adapter(path, DIMS, LAYERS, rank, list(DIMS), seed, scale=0.02)
 
 
 def request(url: str, i: int, max_tokens: int, lora: str | None) -> int:

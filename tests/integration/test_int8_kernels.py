@@ -15,6 +15,7 @@ import pytest
 import torch
 from gguf.quants import dequantize, quantize
 
+from helpers.kernel_families import load_family_or_skip
 from sglang.host import cpu_flags
 from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
 from sglang.srt.layers.cpu_kernels.isa import FAMILIES
@@ -30,10 +31,7 @@ ROWS = [1, 2, 3, 4, 5, 8, 9, 17, 64]
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request):
-    missing = sorted(FAMILIES[request.param].features - cpu_flags())
-    if missing:
-        pytest.skip(f"kernel family {request.param}: this CPU lacks {', '.join(missing)}")
-    return load_decode_kernels(request.param)
+    return load_family_or_skip(request.param)
 
 
 def _quantize_x(x: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -4,12 +4,9 @@ batch gives each request's single-run tokens. Adapters are loaded at run time, a
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-import torch
 
+from helpers.lora_adapters import PEFT, write_adapter
 from sglang.srt.arg_groups.lora_hook import check_lora_server_args
 from sglang.srt.lora.lora_registry import LoRARef
 from sglang.srt.lora.messages import LoRAUpdateOutput, LoRAUpdateReq
@@ -21,24 +18,7 @@ from sglang.utils.process import free_port
 
 pytestmark = [pytest.mark.compiler, pytest.mark.model]
 
-PEFT = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
-        "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
 ADAPTERS = {"a": (8, list(PEFT), 1), "b": (3, ["q_proj", "v_proj", "down_proj"], 2)}  # name: rank, modules, seed
-
-
-def write_adapter(path: Path, dims: dict, layers: int, r: int, modules: list[str], seed: int) -> None:
-    from safetensors.torch import save_file
-
-    g, tensors = torch.Generator().manual_seed(seed), {}
-    for i in range(layers):
-        for m in modules:
-            n_in, n_out = dims[m]
-            key = f"base_model.model.model.layers.{i}.{PEFT[m]}.{m}"
-            tensors[key + ".lora_A.weight"] = 0.05 * torch.randn(r, n_in, generator=g)
-            tensors[key + ".lora_B.weight"] = 0.05 * torch.randn(n_out, r, generator=g)
-    path.mkdir(parents=True)
-    save_file(tensors, str(path / "adapter_model.safetensors"))
-    (path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": r, "lora_alpha": 2 * r, "target_modules": modules}))
 
 
 @pytest.fixture(scope="module")

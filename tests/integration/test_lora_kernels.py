@@ -4,15 +4,15 @@ rows against the eager model with the torch_native backend, on a tiny random Lla
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from helpers.kernel_families import load_family_or_skip
+from helpers.lora_adapters import PEFT, write_adapter
 from helpers.tiny_llama import tiny_llama
-from sglang.host import cpu_flags
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
 from sglang.srt.layers.cpu_kernels.isa import FAMILIES
@@ -27,10 +27,7 @@ pytestmark = [pytest.mark.compiler]
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request):
-    missing = sorted(FAMILIES[request.param].features - cpu_flags())
-    if missing:
-        pytest.skip(f"kernel family {request.param}: this CPU lacks {', '.join(missing)}")
-    return load_decode_kernels(request.param)
+    return load_family_or_skip(request.param)
 
 
 def pool_weights(slots: int, rank: int, ranks: list[int], n_in: int, parts: list[int], gen: torch.Generator,
@@ -113,25 +110,10 @@ def test_the_product_checks_its_input(family):
 
 # -- the whole plan ----------------------------------------------------------------------------------
 PAGE, KV_SLOTS = 16, 2048
-PEFT = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
-        "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
-
-
-def write_adapter(path: Path, model, r: int, modules: list[str], seed: int) -> None:
-    from safetensors.torch import save_file
-
+def write_model_adapter(path: Path, model, r: int, modules: list[str], seed: int) -> None:
     from sglang.srt.lora.mem_pool import module_dims
 
-    dims, g, tensors = module_dims(model), torch.Generator().manual_seed(seed), {}
-    for i in range(len(model.layers)):
-        for m in modules:
-            n_in, n_out = dims[m]
-            key = f"base_model.model.model.layers.{i}.{PEFT[m]}.{m}"
-            tensors[key + ".lora_A.weight"] = 0.05 * torch.randn(r, n_in, generator=g)
-            tensors[key + ".lora_B.weight"] = 0.05 * torch.randn(n_out, r, generator=g)
-    path.mkdir(parents=True)
-    save_file(tensors, str(path / "adapter_model.safetensors"))
-    (path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": r, "lora_alpha": 2 * r, "target_modules": modules}))
+    write_adapter(path, module_dims(model), len(model.layers), r, modules, seed)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
@@ -139,8 +121,8 @@ def test_the_plan_with_adapter_rows_equals_the_eager_model(tmp_path, dtype):
     kernels = load_decode_kernels()
     model = tiny_llama(dtype, 4, 2, True, seed=3)
     refs = [LoRARef.make(n, str(tmp_path / n)) for n in ("a", "b")]
-    write_adapter(Path(refs[0].lora_path), model, 5, list(PEFT), seed=1)  # rank 5 in a pool of rank 6
-    write_adapter(Path(refs[1].lora_path), model, 2, ["q_proj", "v_proj", "down_proj"], seed=2)
+    write_model_adapter(Path(refs[0].lora_path), model, 5, list(PEFT), seed=1)  # rank 5 in a pool of rank 6
+    write_model_adapter(Path(refs[1].lora_path), model, 2, ["q_proj", "v_proj", "down_proj"], seed=2)
     cfg = SimpleNamespace(max_loras_per_batch=3, max_loaded_loras=None, max_lora_rank=6, lora_target_modules=set(PEFT),
                           lora_eviction_policy="lru", lora_backend="torch_native", lora_paths=refs)
     mgr = LoRAManager(model, cfg, dtype, torch.device("cpu"))
