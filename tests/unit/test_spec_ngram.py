@@ -62,6 +62,31 @@ def test_capacity_evicts_the_least_recently_written_entries():
     assert s.draft("c", 1) == [19]  # recent entries stay
 
 
+def test_the_store_stays_within_its_memory_budget_at_the_default_capacity():
+    """Upstream's default capacity (10M) counts C++ trie nodes; a Python entry costs ~ENTRY_BYTES, so the store also
+    keeps under SGLANG_SPEC_NGRAM_MAX_MB: fed far past the budget, its traced memory stays near it."""
+    import random
+    import tracemalloc
+
+    from sglang.srt.speculative.ngram_store import ENTRY_BYTES
+
+    rng = random.Random(0)
+    tracemalloc.start()
+    try:
+        s = NgramStore(max_mb=2)  # the default capacity and windows; a 2 MiB budget keeps the test fast
+        assert s.capacity == 2 * 2**20 // ENTRY_BYTES
+        for i in range(16):  # ~6 entries a token: 16k tokens write ~18x the budget's entries
+            s.add(str(i), [rng.randrange(49152) for _ in range(1000)])
+            s.finish(str(i))
+        current = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(s) == s.capacity
+    assert current < 1.5 * 2 * 2**20  # entries plus the token lists they still point at
+    s.add("tail", [1, 2, 3, 1, 2])
+    assert s.draft("tail", 2) == [3, 1]  # recent entries still draft
+
+
 def test_windows_are_validated():
     with pytest.raises(ValueError, match="match windows"):
         NgramStore(3, 2)

@@ -12,6 +12,14 @@ Not thread-safe: the scheduler owns it. Pure Python, no torch: unit-tested witho
 
 from __future__ import annotations
 
+import os
+
+# An entry costs about 400 bytes in Python (the key tuple, the entry, its successor counts and their dict
+# slots: measured with tracemalloc over 640k entries), so upstream's default capacity of 10M trie nodes
+# would be about 4 GB here; the store also stays under this many MiB (SGLANG_SPEC_NGRAM_MAX_MB).
+ENTRY_BYTES = 400
+MAX_MB = int(os.environ.get("SGLANG_SPEC_NGRAM_MAX_MB", "256"))
+
 _WINDOWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
@@ -27,12 +35,14 @@ class NgramStore:
     """Invariant: an entry ``key -> (seq, pos)`` has ``seq[pos - len(key) : pos] == key`` and ``pos < len(seq)``."""
 
     def __init__(self, min_window: int = 1, max_window: int = 12, max_depth: int = 18, capacity: int = 10_000_000,
-                 match_type: str = "BFS") -> None:
+                 match_type: str = "BFS", max_mb: int | None = None) -> None:
         if not 1 <= min_window <= max_window:
             raise ValueError(f"match windows must satisfy 1 <= min ({min_window}) <= max ({max_window})")
         # a few sizes, not every one: each indexed size costs a dict write per token
         self.windows = sorted({w for w in _WINDOWS if min_window <= w <= max_window} | {min_window, max_window})
-        self.max_depth, self.capacity, self.match_type = max_depth, capacity, match_type
+        budget = (MAX_MB if max_mb is None else max_mb) * 2**20 // ENTRY_BYTES
+        # ``--speculative-ngram-capacity`` entries, or fewer where the memory budget says so
+        self.max_depth, self.capacity, self.match_type = max_depth, max(1, min(capacity, budget)), match_type
         self.entries: dict[tuple[int, ...], _Entry] = {}  # insertion order = write order (eviction)
         self.seqs: dict[str, list[int]] = {}  # live requests: their tokens so far
 

@@ -7,11 +7,12 @@ whose length adapts to the measured acceptance (``draft_policy``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.runtime_context import get_spec
-from sglang.srt.speculative.ngram_store import NgramStore
+from sglang.srt.speculative.ngram_store import ENTRY_BYTES, NgramStore
 from sglang.srt.speculative.spec_worker import Speculator
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ class NgramSpeculator(Speculator):
         spec = get_spec()
         self.store = NgramStore(spec.speculative_ngram_min_match_window_size, spec.speculative_ngram_max_match_window_size,
                                 spec.speculative_ngram_max_trie_depth, spec.speculative_ngram_capacity, spec.speculative_ngram_match_type)
+        if self.store.capacity < spec.speculative_ngram_capacity:
+            logging.getLogger("sglang.srt.managers.scheduler").info(
+                "NGRAM store: at most %d n-gram entries (about %d MiB; SGLANG_SPEC_NGRAM_MAX_MB), below "
+                "--speculative-ngram-capacity %d", self.store.capacity, self.store.capacity * ENTRY_BYTES >> 20, spec.speculative_ngram_capacity)
 
     def flush(self) -> None:
         super().flush()
