@@ -106,12 +106,18 @@ class RayRanks:
         done, _ = self.ray.wait(list(self.serving), num_returns=1, timeout=0)
         if not done:
             return None
-        i = self.serving[done[0]]
-        try:
-            self.ray.get(done[0])
-            cause = "its event loop returned"
-        except Exception as exc:
-            cause = _brief(exc)
+        # a killed rank takes its peers down with it (their collectives break and they exit with code 1), and
+        # Ray may report a peer first: wait briefly for the others and name the root cause, not a symptom
+        done, _ = self.ray.wait(list(self.serving), num_returns=len(self.serving), timeout=1.0)
+        deaths = []
+        for ref in done:
+            try:
+                self.ray.get(ref)
+                cause = "its event loop returned"
+            except Exception as exc:
+                cause = _brief(exc)
+            deaths.append((self.serving[ref], cause))
+        i, cause = min(deaths, key=lambda d: "exit code 1" in d[1])
         return f"{self.where(i)} died: {cause}"
 
     def stop(self) -> None:
