@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/quality.py [--configs default,float32+none,bfloat16+gguf_q4,bfloat16+none] [--tokens 64]
 
-A config may end in ``@float32``, ``@mixed`` or ``@int8``: the GGUF kernels' arithmetic (``SGLANG_CPU_GGUF_MATH``)
+A config may end in ``/kv=bfloat16`` (``--kv-cache-dtype``), then in ``@float32``, ``@mixed`` or ``@int8``: the GGUF kernels' arithmetic (``SGLANG_CPU_GGUF_MATH``)
 forced at every batch size for it (plain ``default`` runs what ``cpu_kernels/isa.py`` picks per batch size).
 
 The reference (``--dtype float32 --quantization none``) answers a fixed set of chat prompts greedily;
@@ -42,11 +42,14 @@ PROMPTS = [
 
 def parse(config: str) -> dict[str, Any]:
     """``default`` (no flags), or ``DTYPE[+QUANT]``: ``float32+none`` dequantizes, ``bfloat16+gguf_q4`` keeps Q4 blocks
-    (a bare ``DTYPE`` leaves ``--quantization`` at its default, ``auto``)."""
+    (a bare ``DTYPE`` leaves ``--quantization`` at its default, ``auto``); either may end in ``/kv=DTYPE``
+    (``--kv-cache-dtype``)."""
+    config, _, kv = config.partition("/kv=")
+    flags: dict[str, Any] = {"kv_cache_dtype": kv} if kv else {}
     if config == "default":
-        return {}
+        return flags
     dtype, _, quant = config.partition("+")
-    return {"dtype": dtype, **({"quantization": quant} if quant else {})}
+    return {"dtype": dtype, **({"quantization": quant} if quant else {}), **flags}
 
 
 def build(flags: dict[str, Any]) -> Any:

@@ -111,6 +111,44 @@ def test_plan_equals_the_eager_step(kernels, case, batch):
         torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=kv_tol * 4, rtol=kv_tol)
 
 
+@pytest.mark.parametrize("batch", [1, 4, 37])
+@pytest.mark.parametrize("q4", [False, True], ids=["dense", "q4"])
+def test_a_bfloat16_kv_cache_under_a_float32_model_equals_the_eager_step(kernels, q4, batch):
+    """``--kv-cache-dtype bfloat16`` on a float32 model: both paths round the new K/V to bfloat16 once, after the
+    rotary, and widen the cached rows back to float32 exactly; the rest is float32 arithmetic."""
+    model = make_model(torch.float32, 6, 2, False, q4, seed=batch)
+    pool = MHATokenToKVPool(SLOTS, PAGE, torch.bfloat16, 2, 32, 3, "cpu")
+    gen = torch.Generator().manual_seed(200 + batch)
+    for i in range(3):
+        pool.k_buffer[i].copy_(torch.randn(pool.k_buffer[i].shape, generator=gen))
+        pool.v_buffer[i].copy_(torch.randn(pool.v_buffer[i].shape, generator=gen))
+    fb, _ = decode_batch(batch, gen)
+    before = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
+    attn = TorchNativeAttnBackend(_Runner(pool))
+    with torch.inference_mode():
+        attn.init_forward_metadata(fb)
+        want = model.forward(fb.input_ids, fb.positions, fb, attn)
+        want_kv = [(k[fb.out_cache_loc].clone(), v[fb.out_cache_loc].clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
+        for (k, v), (k0, v0) in zip(zip(pool.k_buffer, pool.v_buffer), before):
+            k.copy_(k0)
+            v.copy_(v0)
+        got = model.forward_decode_plan(model.build_decode_plan(kernels, pool), fb)
+    assert got.dtype == want.dtype == torch.float32 and pool.k_buffer[0].dtype == torch.bfloat16
+    # a new K/V value on a bfloat16 rounding boundary may round either way (float32 sums in another order): one step
+    torch.testing.assert_close(got, want, atol=2e-3 * want.abs().max().item(), rtol=0)
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    for (k, v), (wk, wv) in zip(zip(pool.k_buffer, pool.v_buffer), want_kv):
+        torch.testing.assert_close(k[fb.out_cache_loc].float(), wk.float(), atol=2**-6, rtol=2**-7)
+        torch.testing.assert_close(v[fb.out_cache_loc].float(), wv.float(), atol=2**-6, rtol=2**-7)
+
+
+def test_the_plan_refuses_a_kv_cache_dtype_it_does_not_read(kernels):
+    model = make_model(torch.bfloat16, 4, 2, False, False, seed=3)
+    pool = MHATokenToKVPool(SLOTS, PAGE, torch.float32, 2, 32, 3, "cpu")
+    with pytest.raises(RuntimeError, match="bfloat16 under a float32 model"):
+        model.build_decode_plan(kernels, pool)
+
+
 def test_layer_zero_kv_is_bit_exact_in_bfloat16(kernels):
     """Layer 0 sees the same input in both paths: rotary and the KV write round exactly like the eager ops."""
     model = make_model(torch.bfloat16, 4, 2, True, False, seed=7)

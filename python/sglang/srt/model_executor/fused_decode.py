@@ -76,8 +76,9 @@ def ineligibility(runner: Any) -> list[str]:
         why.append(f"the attention backend is {runner.attention_backend!r} (the plan computes torch_native attention itself)")
     if type(runner.kv_pool).set_kv_buffer is not MHATokenToKVPool.set_kv_buffer:
         why.append(f"the KV pool {type(runner.kv_pool).__qualname__} writes KV its own way")
-    if runner.kv_cache_dtype != runner.dtype:
-        why.append(f"--kv-cache-dtype ({runner.kv_cache_dtype}) differs from the model dtype ({runner.dtype})")
+    if runner.kv_cache_dtype != runner.dtype and (runner.dtype, runner.kv_cache_dtype) != (torch.float32, torch.bfloat16):
+        why.append(f"--kv-cache-dtype ({runner.kv_cache_dtype}) differs from the model dtype ({runner.dtype}); the plan reads a "
+                   "bfloat16 cache under a float32 model only")
     if runner.dtype not in (torch.float32, torch.bfloat16):
         why.append(f"the dtype is {runner.dtype} (the plan runs float32 and bfloat16)")
     if not hasattr(runner.model, "build_decode_plan"):

@@ -40,8 +40,8 @@ class TorchNativeAttnBackend(AttentionBackend):
         outs = []
         for start, n, slots, mask in fb.attn:
             qi = q[start : start + n].transpose(0, 1)  # [H, n, D]
-            ki = kb.index_select(0, slots).transpose(0, 1)  # [Hkv, L, D]
-            vi = vb.index_select(0, slots).transpose(0, 1)
+            ki = kb.index_select(0, slots).to(q.dtype).transpose(0, 1)  # [Hkv, L, D]; a lower-precision cache widened
+            vi = vb.index_select(0, slots).to(q.dtype).transpose(0, 1)
             o = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=mask is None, enable_gqa=True)
             outs.append(o.transpose(0, 1).reshape(n, -1))
         return torch.cat(outs, 0)
@@ -59,8 +59,8 @@ class TorchNativeAttnBackend(AttentionBackend):
         qg = q.view(b, hkv, h // hkv, d)  # query heads grouped under their KV head
         if b <= SMALL_DECODE_BATCH:
             # few requests: gather K/V once, two batched matmuls over (B, Hkv)
-            k = kb.index_select(0, flat).view(b, length, hkv, d)
-            v = vb.index_select(0, flat).view(b, length, hkv, d)
+            k = kb.index_select(0, flat).to(q.dtype).view(b, length, hkv, d)
+            v = vb.index_select(0, flat).to(q.dtype).view(b, length, hkv, d)
             scores = torch.matmul(qg, k.permute(0, 2, 3, 1)).float() * (d**-0.5)  # [B, Hkv, G, L]
             probs = torch.softmax(scores.masked_fill(pad, float("-inf")), dim=-1).to(q.dtype)
             return torch.matmul(probs, v.transpose(1, 2)).reshape(b, h * d)
@@ -69,10 +69,10 @@ class TorchNativeAttnBackend(AttentionBackend):
         # bmm); 2-4x faster at batch 32-64
         scores = torch.empty(b, hkv, h // hkv, length, dtype=torch.float32, device=q.device)
         for j in range(hkv):
-            kj = kb[:, j].index_select(0, flat).view(b, length, d)
+            kj = kb[:, j].index_select(0, flat).to(q.dtype).view(b, length, d)
             scores[:, j] = torch.bmm(qg[:, j], kj.transpose(1, 2))
         probs = torch.softmax(scores.mul_(d**-0.5).masked_fill_(pad, float("-inf")), dim=-1).to(q.dtype)
         out = torch.empty(b, hkv, h // hkv, d, dtype=q.dtype, device=q.device)
         for j in range(hkv):
-            torch.bmm(probs[:, j], vb[:, j].index_select(0, flat).view(b, length, d), out=out[:, j])
+            torch.bmm(probs[:, j], vb[:, j].index_select(0, flat).to(q.dtype).view(b, length, d), out=out[:, j])
         return out.reshape(b, h * d)

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "isa_family.h"
@@ -143,7 +144,7 @@ struct Layer {
   at::Tensor input_norm, post_norm;  // [hidden]
   Linear qkv, o, gate_up, down;
   LoraWeights lora[kLoraLinears];  // the adapter pool's buffers of each linear (set_lora); undefined: none
-  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim], model dtype
+  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim]: the model dtype, or bfloat16 under a float32 model
 };
 
 class DecodePlan {
@@ -169,8 +170,10 @@ class DecodePlan {
     TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "KV buffers must be contiguous");
     TORCH_CHECK(k_cache.dim() == 3 && k_cache.size(1) == kv_heads_ && k_cache.size(2) == head_dim_ && v_cache.sizes() == k_cache.sizes(),
                 "KV buffers must be [slots, ", kv_heads_, ", ", head_dim_, "], got ", k_cache.sizes());
-    TORCH_CHECK(k_cache.scalar_type() == input_norm.scalar_type() && v_cache.scalar_type() == input_norm.scalar_type(),
-                "KV buffers must have the model dtype ", input_norm.scalar_type(), ", got ", k_cache.scalar_type());
+    const auto model_t = input_norm.scalar_type(), kv_t = k_cache.scalar_type();
+    TORCH_CHECK(v_cache.scalar_type() == kv_t && (kv_t == model_t || (model_t == at::kFloat && kv_t == at::kBFloat16)),
+                "KV buffers must have the model dtype ", model_t, " (or bfloat16 under a float32 model), got ", kv_t);
+    TORCH_CHECK(layers_.empty() || layers_.front().k_cache.scalar_type() == kv_t, "every layer's KV buffer must have one dtype");
     TORCH_CHECK(layers_.empty() || layers_.front().k_cache.size(0) == k_cache.size(0), "every layer's KV buffer must have the same slots");
     l.k_cache = k_cache;
     l.v_cache = v_cache;
@@ -253,10 +256,11 @@ class DecodePlan {
       }
     }
     if (dtype == at::kBFloat16) {
-      run_impl<c10::BFloat16>(h, c, s, idx, lens, loc, lora);
+      run_impl<c10::BFloat16, c10::BFloat16>(h, c, s, idx, lens, loc, lora);
     } else {
       TORCH_CHECK(dtype == at::kFloat, "the decode plan runs float32 and bfloat16 models, not ", dtype);
-      run_impl<float>(h, c, s, idx, lens, loc, lora);
+      if (layers_.front().k_cache.scalar_type() == at::kBFloat16) run_impl<float, c10::BFloat16>(h, c, s, idx, lens, loc, lora);
+      else run_impl<float, float>(h, c, s, idx, lens, loc, lora);
     }
     return h;
   }
@@ -283,7 +287,8 @@ class DecodePlan {
     return l;
   }
 
-  template <typename T>
+  // T: the model dtype (activations, weights' outputs); KV: the cache's (T, or bfloat16 under float32)
+  template <typename T, typename KV>
   void run_impl(at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
                 const at::Tensor& kv_lens, const at::Tensor& out_loc, const LoraRows& lora) {
     const int64_t B = h.size(0), hidden = h.size(1);
@@ -296,8 +301,8 @@ class DecodePlan {
       rms_norm<T>(hp, l.input_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
       at::Tensor qkv = l.qkv(x);  // [B, q + 2 kv]
       lora_add<T>(x, qkv, l.lora[kQkv], lora, kQkv);
-      rope_and_store<T>(qkv, cos, sin, out_loc, q, l);
-      attention<T>(q, kv_index, kv_lens, l, attn);
+      rope_and_store<T, KV>(qkv, cos, sin, out_loc, q, l);
+      attention<T, KV>(q, kv_index, kv_lens, l, attn);
       at::Tensor o = l.o(attn);
       lora_add<T>(attn, o, l.lora[kO], lora, kO);
       add_into<T>(hp, o.data_ptr<T>(), B * hidden);
@@ -313,8 +318,9 @@ class DecodePlan {
     }
   }
 
-  // rotary on q (into q) and k (into its KV slot); v copied to its slot
-  template <typename T>
+  // rotary on q (into q) and k (into its KV slot); v copied to its slot. K and V are rounded to KV once,
+  // after the rotary, as the eager pool's k.to(dtype) does.
+  template <typename T, typename KV>
   void rope_and_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_loc,
                       at::Tensor& q, Layer& l) const {
     const int64_t B = qkv.size(0), D = head_dim_, q_size = heads_ * D, kv_size = kv_heads_ * D;
@@ -323,17 +329,28 @@ class DecodePlan {
     const T* sp = sin.data_ptr<T>();
     const int64_t* loc = out_loc.data_ptr<int64_t>();
     T* qp = q.data_ptr<T>();
-    T* kc = l.k_cache.data_ptr<T>();
-    T* vc = l.v_cache.data_ptr<T>();
+    KV* kc = l.k_cache.data_ptr<KV>();
+    KV* vc = l.v_cache.data_ptr<KV>();
     at::parallel_for(0, B, 8, [&](int64_t begin, int64_t end) {
+      std::vector<T> k(std::is_same<T, KV>::value ? 0 : kv_size);
       for (int64_t b = begin; b < end; ++b) {
         const T* row = src + b * (q_size + 2 * kv_size);
         const T* c = cp + b * D;
         const T* s = sp + b * D;
         for (int64_t hh = 0; hh < heads_; ++hh) rope_head<T>(row + hh * D, c, s, qp + b * q_size + hh * D, D);
-        T* kd = kc + loc[b] * kv_size;
-        for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, kd + hh * D, D);
-        std::memcpy(vc + loc[b] * kv_size, row + q_size + kv_size, kv_size * sizeof(T));
+        KV* kd = kc + loc[b] * kv_size;
+        KV* vd = vc + loc[b] * kv_size;
+        const T* v = row + q_size + kv_size;
+        if constexpr (std::is_same<T, KV>::value) {
+          for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, kd + hh * D, D);
+          std::memcpy(vd, v, kv_size * sizeof(T));
+        } else {
+          for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, k.data() + hh * D, D);
+          for (int64_t i = 0; i < kv_size; ++i) {
+            kd[i] = round_to<KV>(static_cast<float>(k[i]));
+            vd[i] = round_to<KV>(static_cast<float>(v[i]));
+          }
+        }
       }
     });
   }
@@ -352,19 +369,19 @@ class DecodePlan {
   // the query heads that share it. Vectors are 8 floats (one AVX2 register):
   // the 16-float form this replaced went through the stack on an AVX2-only CPU
   // (see vi8) and took 29% of a batch-64 step.
-  template <typename T>
+  template <typename T, typename KV>
   void attention(const at::Tensor& q, const at::Tensor& kv_index, const at::Tensor& kv_lens, const Layer& l, at::Tensor& out) const {
     constexpr int64_t PREFETCH = 8;
     const int64_t B = q.size(0), D = head_dim_, NV = D / 8, H = heads_, Hkv = kv_heads_, G = H / Hkv;
     const int64_t kv_size = Hkv * D, Lmax = kv_index.size(1), Lpad = (Lmax + 7) / 8 * 8;
     const float scale = 1.f / std::sqrt(static_cast<float>(D));
     const T* qp = q.data_ptr<T>();
-    const T* kc = l.k_cache.data_ptr<T>();
-    const T* vc = l.v_cache.data_ptr<T>();
+    const KV* kc = l.k_cache.data_ptr<KV>();
+    const KV* vc = l.v_cache.data_ptr<KV>();
     const int64_t* idx = kv_index.data_ptr<int64_t>();
     const int64_t* lens = kv_lens.data_ptr<int64_t>();
     T* op = out.data_ptr<T>();
-    const int64_t per = B >= 4 ? Hkv : 1, nq = per * G, row_bytes = per * D * static_cast<int64_t>(sizeof(T));
+    const int64_t per = B >= 4 ? Hkv : 1, nq = per * G, row_bytes = per * D * static_cast<int64_t>(sizeof(KV));
     at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
       std::vector<vf8> qv(nq * NV), acc(nq * NV), part(nq * 8), row(NV);
       std::vector<float> sc(nq * Lpad);
@@ -379,7 +396,7 @@ class DecodePlan {
           for (int64_t tt = 0; tt < n; ++tt) {
             const int64_t t = t0 + tt;
             if (t + PREFETCH < L) prefetch(kc + slots[t + PREFETCH] * kv_size + off, row_bytes);
-            const T* k = kc + slots[t] * kv_size + off;
+            const KV* k = kc + slots[t] * kv_size + off;
             for (int64_t g = 0; g < per; ++g) {
               for (int64_t i = 0; i < NV; ++i) row[i] = load8(k + g * D + i * 8);
               for (int64_t j = g * G; j < (g + 1) * G; ++j) {
@@ -412,7 +429,7 @@ class DecodePlan {
         std::fill(acc.begin(), acc.end(), vf8{});
         for (int64_t t = 0; t < L; ++t) {
           if (t + PREFETCH < L) prefetch(vc + slots[t + PREFETCH] * kv_size + off, row_bytes);
-          const T* v = vc + slots[t] * kv_size + off;
+          const KV* v = vc + slots[t] * kv_size + off;
           for (int64_t g = 0; g < per; ++g) {
             for (int64_t i = 0; i < NV; ++i) row[i] = load8(v + g * D + i * 8);
             for (int64_t j = g * G; j < (g + 1) * G; ++j) {
