@@ -180,3 +180,12 @@ def test_a_forced_arithmetic_runs_at_every_batch_size(family):
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
     with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32, mixed or int8"):
         gguf_math("avx2", EPYC, "fp16")
+
+
+def test_the_kv_cache_is_bfloat16_under_auto_exactly_when_some_bucket_quantizes_activations():
+    from sglang.srt.layers.cpu_kernels.isa import MathPlan, auto_kv_dtype
+
+    assert auto_kv_dtype(MathPlan(("float32",) * 4, "exact")) == "float32"  # SGLANG_CPU_GGUF_MATH=float32 stays exact
+    assert auto_kv_dtype(MathPlan(("mixed",) * 4, "fast")) == "bfloat16"
+    assert auto_kv_dtype(MathPlan(("float32", "mixed", "mixed", "float32"), "by size")) == "bfloat16"
+    assert auto_kv_dtype(gguf_math("avx2", "AMD EPYC", "float32")) == "float32"

@@ -61,14 +61,15 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 def _cpu_kernel_family() -> dict[str, Any]:
     """The kernel family the CPU kernels would be built for here and why, and the GGUF arithmetic per batch size
     (``cpu_kernels/isa.py``; stdlib only)."""
-    from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice, host_gguf_math
+    from sglang.srt.layers.cpu_kernels.isa import IsaError, auto_kv_dtype, host_choice, host_gguf_math
 
     try:
         choice = host_choice()
     except IsaError as e:
         return {"family": None, "reason": str(e)}
     try:
-        math = host_gguf_math(choice.family.name).format()
+        plan = host_gguf_math(choice.family.name)
+        math = f"{plan.format()}; KV cache {auto_kv_dtype(plan)} under --kv-cache-dtype auto"
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
         math = f"refused: {e}"
     return {"family": choice.family.name, "reason": choice.reason, "gguf_math": math}

@@ -61,6 +61,7 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
         "max_running_requests": get_schedule().max_running_requests,
         "attention_backend": scheduler.tp_worker.model_runner.attention_backend,
         "dtype": str(scheduler.tp_worker.model_runner.dtype).replace("torch.", ""),
+        "kv_cache_dtype": str(scheduler.tp_worker.model_runner.kv_cache_dtype).replace("torch.", ""),  # what auto resolved to
         "quantization": scheduler.tp_worker.model_runner.quantization,  # what --quantization resolved to (None: dense)
         "weight_format": scheduler.tp_worker.model_runner.weight_format.summary(),  # kernels by kind, e.g. "120 x q4_f32; ..."
         "process": f"scheduler {name} (pid {os.getpid()})",

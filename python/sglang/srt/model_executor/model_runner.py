@@ -114,7 +114,10 @@ class ModelRunner:
                     self.dtype, time.perf_counter() - t0)
 
         self.context_length = context_length or server_args.context_length or self.model_config.max_position_embeddings
-        self.kv_cache_dtype = self.dtype if server_args.kv_cache_dtype == "auto" else _DTYPES[server_args.kv_cache_dtype]
+        # auto: the model dtype, or what the GGUF kernels' arithmetic chose (bfloat16 K/V under int8 activations:
+        # cpu_kernels/isa.py auto_kv_dtype)
+        auto = _DTYPES[self.weight_format.auto_kv_dtype] if self.weight_format.auto_kv_dtype else self.dtype
+        self.kv_cache_dtype = auto if server_args.kv_cache_dtype == "auto" else _DTYPES[server_args.kv_cache_dtype]
         if allocator is None:
             self._init_memory_pool()
         else:

@@ -67,6 +67,7 @@ class WeightFormat:
     layers: dict[str, str] = field(default_factory=dict)
     dense_dropped: bool = False  # some dense weight was replaced (a hook reading it would find a meta tensor)
     kept_dense_for: list[str] = field(default_factory=list)  # hook targets that kept the dense weights
+    auto_kv_dtype: str | None = None  # what --kv-cache-dtype auto means for these kernels (None: the model dtype)
 
     def summary(self) -> str:
         counts = Counter(self.layers.values())
@@ -134,12 +135,14 @@ class _Pass:
         self.onednn = device.type == "cpu" and onednn_linear.available() and onednn_linear.packs(dtype)
         self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
         self.tiers: list[tuple[int, str]] = [(0, "float32")]  # (most rows, arithmetic), the last: any batch
+        self.auto_kv_dtype: str | None = None
         if self.exact_q:
             from sglang.srt.layers.cpu_kernels import isa, load_decode_kernels
 
             plan = isa.host_gguf_math(load_decode_kernels().FAMILY)
             self.tiers = plan.tiers()
-            logger.info("GGUF kernels: %s", plan.format())
+            self.auto_kv_dtype = isa.auto_kv_dtype(plan)
+            logger.info("GGUF kernels: %s; KV cache %s under --kv-cache-dtype auto", plan.format(), self.auto_kv_dtype)
 
     @staticmethod
     def _cpu_kernels() -> bool:
@@ -261,5 +264,7 @@ class WeightFormatPass:
                 else:
                     self._set(name, mod, *self.p.linear(mod, self._take_q4(name, mod), name))
         self.blocks.clear()
+        if self.p is not None:
+            self.fmt.auto_kv_dtype = self.p.auto_kv_dtype
         logger.info("weight format: %s", self.fmt.summary())
         return self.fmt
