@@ -126,7 +126,7 @@ def test_prompt_logprobs_equal_transformers_float32_log_softmax(engine, hf_fp32,
     got = meta["input_token_logprobs"]
     ref, logp = hf_prompt_logprobs(hf_fp32, ids)
     if start == 0:
-        assert got[0] == [None, ids[0], None] and meta["input_top_logprobs"][0] is None
+        assert got[0] == (None, ids[0], None) and meta["input_top_logprobs"][0] is None
         got, tops = got[1:], meta["input_top_logprobs"][1:]
     else:
         tops = meta["input_top_logprobs"]
@@ -150,6 +150,52 @@ def test_prompt_logprobs_with_no_new_tokens_and_a_cached_prefix(engine, hf_fp32)
 def test_a_logprob_start_len_past_the_prompt_is_a_request_error(engine):
     with pytest.raises(RequestError, match="logprob_start_len 50 must be below the prompt length"):
         engine.generate(input_ids=[1, 2, 3], sampling_params={"logprobs": True, "logprob_start_len": 50})
+
+
+def test_upstreams_logprob_keywords_equal_the_sampling_params_route(engine):
+    """Code written for upstream's Engine passes return_logprob / top_logprobs_num / logprob_start_len at the top level."""
+    prompt, p = "The capital of France is", {"temperature": 0, "max_new_tokens": 4}
+    ours = engine.generate(prompt, {**p, "logprobs": True, "top_logprobs_num": 3, "logprob_start_len": 2})["meta_info"]
+    theirs = engine.generate(prompt, p, return_logprob=True, top_logprobs_num=3, logprob_start_len=2)["meta_info"]
+    for key in ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs"):
+        assert len(theirs[key]) == len(ours[key]) > 0, key
+    for kind in ("output", "input"):
+        for a, b in zip(theirs[f"{kind}_token_logprobs"], ours[f"{kind}_token_logprobs"]):
+            assert isinstance(a, tuple) and a[1:] == b[1:] and a[2] is None and a[0] == pytest.approx(b[0], abs=1e-4)  # (logprob, id, None)
+        for a, b in zip(theirs[f"{kind}_top_logprobs"], ours[f"{kind}_top_logprobs"]):
+            assert len(a) == 3 and [t for _, t, _ in a] == [t for _, t, _ in b]
+    assert asyncio.run(engine.async_generate(prompt, p, return_logprob=True))["meta_info"]["output_token_logprobs"]
+
+
+def test_a_batch_takes_upstreams_keywords_one_per_prompt(engine):
+    p = {"temperature": 0, "max_new_tokens": 3}
+    a, b = engine.generate(["Hi", "Hello"], p, return_logprob=[True, False], top_logprobs_num=[2, 0], rid=["kw-a", "kw-b"])
+    assert a["meta_info"]["id"] == "kw-a" and b["meta_info"]["id"] == "kw-b"
+    assert [t for _, t, _ in a["meta_info"]["output_token_logprobs"]] == a["output_ids"]
+    assert all(len(top) == 2 for top in a["meta_info"]["output_top_logprobs"])
+    assert "output_token_logprobs" not in b["meta_info"]
+    both = asyncio.run(engine.async_generate(["Hi", "Hello"], p, return_logprob=True, rid=["kw-c", "kw-d"]))  # as upstream's, a batch
+    assert [r["meta_info"]["id"] for r in both] == ["kw-c", "kw-d"]
+    assert [r["output_ids"] for r in both] == [a["output_ids"], b["output_ids"]]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param", "message"),
+    [
+        ({"image_data": "cat.png"}, "image_data", "image_data='cat.png' is not supported by this engine: multimodal inputs"),
+        ({"return_hidden_states": True}, "return_hidden_states", "hidden states are not returned; pass False or leave it out"),
+        ({"sampling_params": {"logprobs": False}, "return_logprob": True}, "return_logprob",
+         r"return_logprob=True and sampling_params\['logprobs'\]=False disagree"),
+        ({"bootstrap_host": "10.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 1}, "bootstrap_room",
+         "bootstrap_room are for disaggregated servers; this one runs with --disaggregation-mode null"),
+    ],
+)
+def test_an_upstream_keyword_this_engine_cannot_honour_names_itself(engine, kwargs, param, message):
+    for call in (lambda: engine.generate("Hi", **kwargs), lambda: asyncio.run(engine.async_generate("Hi", **kwargs))):
+        with pytest.raises(RequestError, match=message) as info:
+            call()
+        assert info.value.param == param
+    assert not engine.tokenizer_manager.states  # nothing was sent
 
 
 @pytest.mark.parametrize(

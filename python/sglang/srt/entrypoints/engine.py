@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
+from sglang.srt.entrypoints.engine_args import Prompt, from_call
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError
 from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
@@ -231,7 +232,7 @@ class Engine(Closing):
 
     @staticmethod
     def _result(st: ReqState) -> dict[str, Any]:
-        """Upstream SGLang's result shape: log-probabilities as ``[logprob, token_id, None]`` triples
+        """Upstream SGLang's result shape: log-probabilities as ``(logprob, token_id, None)`` tuples
         (``None``: the token's text is not requested), the prompt's first token with a ``None`` logprob."""
         meta: dict[str, Any] = {
             "id": st.rid,
@@ -243,14 +244,14 @@ class Engine(Closing):
         }
         meta.update(st.meta.get("spec") or {})  # speculative decoding's counters, upstream's names (none when it is off)
         if st.logprobs:
-            meta["output_token_logprobs"] = [[lp, tok, None] for (lp, _), tok in zip(st.logprobs, st.output_ids)]
-            meta["output_top_logprobs"] = [[[v, t, None] for t, v in top] for _, top in st.logprobs]
+            meta["output_token_logprobs"] = [(lp, tok, None) for (lp, _), tok in zip(st.logprobs, st.output_ids)]
+            meta["output_top_logprobs"] = [[(v, t, None) for t, v in top] for _, top in st.logprobs]
         if st.input_logprobs is not None:
             ids, start = st.input_ids, st.logprob_start_len
-            first = [[None, ids[0], None]] if start == 0 else []
+            first = [(None, ids[0], None)] if start == 0 else []
             skipped = max(1, start)
-            meta["input_token_logprobs"] = first + [[lp, t, None] for (lp, _), t in zip(st.input_logprobs, ids[skipped:])]
-            meta["input_top_logprobs"] = ([None] if start == 0 else []) + [[[v, t, None] for t, v in top] for _, top in st.input_logprobs]
+            meta["input_token_logprobs"] = first + [(lp, t, None) for (lp, _), t in zip(st.input_logprobs, ids[skipped:])]
+            meta["input_top_logprobs"] = ([None] if start == 0 else []) + [[(v, t, None) for t, v in top] for _, top in st.input_logprobs]
         return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
 
     def _wait(self, st: ReqState) -> dict[str, Any]:
@@ -285,48 +286,58 @@ class Engine(Closing):
             self._abort_if_open(st)
 
     def generate(self, prompt: str | list[str] | None = None, sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
-                 input_ids: list[int] | list[list[int]] | None = None, stream: bool = False,
-                 lora_path: str | list[str | None] | None = None) -> Any:
-        """Generate for one prompt (a dict) or a list of prompts (a list of dicts).
-
-        ``stream=True`` (single prompt) yields dicts with the cumulative ``text``
-        and the new ``delta``. ``lora_path``: a loaded LoRA adapter's name (None: the base model), or for a
-        batch one per prompt. Bad input raises :class:`RequestError`.
-        """
+                 input_ids: list[int] | list[list[int]] | None = None, image_data: Any = None, return_logprob: bool | list[bool] = False,
+                 logprob_start_len: int | list[int] | None = None, top_logprobs_num: int | list[int] | None = None,
+                 token_ids_logprob: Any = None, lora_path: str | list[str | None] | None = None, custom_logit_processor: Any = None,
+                 return_hidden_states: Any = False, stream: bool = False, bootstrap_host: str | list[str] | None = None,
+                 bootstrap_port: int | list[int] | None = None, bootstrap_room: int | list[int] | None = None,
+                 data_parallel_rank: int | None = None, rid: str | list[str] | None = None, **more: Any) -> Any:
+        """Generate for one prompt (a dict) or a list of prompts (a list of dicts), with upstream SGLang's arguments
+        (``engine_args``): the log-probability ones go into the sampling params; ``rid``, ``bootstrap_*`` and ``lora_path``
+        (a loaded adapter's name) are honoured; the rest are refused unless they mean "nothing"; in a batch each may be one
+        per prompt. ``stream=True`` (one prompt) yields dicts with the cumulative ``text`` and the new ``delta``."""
         tm = self._tm()
-        batch = isinstance(prompt, list) or (isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list))
+        reqs, batch = from_call("generate", locals(), tm.states, tm.controller.dp_size)
+        states = self._submit_all(tm, reqs, stream)
         if not batch:
-            if isinstance(lora_path, list):
-                raise RequestError("lora_path is a list, but the prompt is single: pass one name or None", "lora_path")
-            st = tm.submit(prompt, sampling_params, input_ids, stream, lora_path=lora_path)  # type: ignore[arg-type]
-            return self._stream(st) if stream else self._wait(st)
-        if stream:
-            raise RequestError("stream=True takes a single prompt")
-        items = prompt if isinstance(prompt, list) else [None] * len(input_ids)  # type: ignore[arg-type]
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(items)
-        ids = input_ids if input_ids is not None else [None] * len(items)
-        loras = lora_path if isinstance(lora_path, list) else [lora_path] * len(items)
-        if len(loras) != len(items):
-            raise RequestError(f"lora_path has {len(loras)} entries for {len(items)} prompts; pass one per prompt or a single one", "lora_path")
+            return self._stream(states[0]) if stream else self._wait(states[0])
+        return [self._wait(st) for st in states]
+
+    @staticmethod
+    def _submit_all(tm: TokenizerManager, reqs: list[Prompt], stream: bool = False) -> list[ReqState]:
         states: list[ReqState] = []
         try:
-            for p, sp, i, lp in zip(items, params, ids, loras):
-                states.append(tm.submit(p, sp, i, lora_path=lp))
+            for r in reqs:
+                states.append(tm.submit(r.text, r.sampling_params, r.input_ids, stream, r.rid, r.bootstrap, r.lora_path))
         except BaseException:
             for st in states:  # a later prompt was refused: the earlier ones must not run on
                 tm.abort(st.rid)
             raise
-        return [self._wait(st) for st in states]
+        return states
 
-    async def async_generate(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                             input_ids: list[int] | None = None, stream: bool = False, lora_path: str | None = None) -> Any:
-        """Async ``generate`` for one prompt; with ``stream=True`` returns an async iterator."""
-        st = self.open_request(prompt, sampling_params, input_ids, lora_path=lora_path)
+    async def async_generate(self, prompt: str | list[str] | None = None,
+                             sampling_params: dict[str, Any] | list[dict[str, Any]] | None = None,
+                             input_ids: list[int] | list[list[int]] | None = None, image_data: Any = None,
+                             return_logprob: bool | list[bool] = False, logprob_start_len: int | list[int] | None = None,
+                             top_logprobs_num: int | list[int] | None = None, token_ids_logprob: Any = None,
+                             lora_path: str | list[str | None] | None = None, custom_logit_processor: Any = None,
+                             return_hidden_states: Any = False, stream: bool = False, bootstrap_host: str | list[str] | None = None,
+                             bootstrap_port: int | list[int] | None = None, bootstrap_room: int | list[int] | None = None,
+                             data_parallel_rank: int | None = None, rid: str | list[str] | None = None, **more: Any) -> Any:
+        """Async ``generate``, the same arguments; with ``stream=True`` (single prompt) returns an async iterator."""
+        tm = self._tm()
+        reqs, batch = from_call("async_generate", locals(), tm.states, tm.controller.dp_size)
+        states = [self._attach(st) for st in self._submit_all(tm, reqs)]
         if stream:
-            return self.stream_request(st)
-        async for _ in self.stream_request(st):
-            pass
-        return self._result(st)
+            return self.stream_request(states[0])
+        try:
+            for st in states:
+                async for _ in self.stream_request(st):
+                    pass
+        finally:
+            for st in states:  # cancelled while a batch runs: none of it runs on unread
+                self._abort_if_open(st)
+        return [self._result(st) for st in states] if batch else self._result(states[0])
 
     def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                      input_ids: list[int] | None = None, lora_path: str | None = None) -> ReqState:

@@ -41,14 +41,13 @@ def _sse(stream: Any) -> StreamingResponse:
 
 
 def _with_text(meta: dict[str, Any], decode: Callable[[int], str]) -> None:
-    """``return_text_in_logprobs``: fill the third field of every ``[logprob, token_id, text]`` triple."""
+    """``return_text_in_logprobs``: fill the third field of every ``(logprob, token_id, text)`` triple."""
     for key in ("input_token_logprobs", "output_token_logprobs"):
-        for triple in meta.get(key) or ():
-            triple[2] = decode(triple[1])
+        if meta.get(key):
+            meta[key] = [(lp, t, decode(t)) for lp, t, _ in meta[key]]
     for key in ("input_top_logprobs", "output_top_logprobs"):
-        for top in meta.get(key) or ():
-            for triple in top or ():
-                triple[2] = decode(triple[1])
+        if meta.get(key):
+            meta[key] = [None if top is None else [(lp, t, decode(t)) for lp, t, _ in top] for top in meta[key]]
 
 
 def _bootstrap(req: Any, i: int) -> dict[str, Any] | None:
