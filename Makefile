@@ -67,6 +67,7 @@ bench: install-test kernels
 	$(PY) bench/limits.py
 	$(PY) bench/linear_backends.py
 	$(PY) bench/decode_step.py
+	$(PY) bench/step_profile.py --batches 1,16,64
 	$(PY) bench/offline.py
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py

@@ -50,6 +50,8 @@ def _cmd_platform(args: argparse.Namespace) -> int:
         print(f"CPU kernel family: {kernels['family'] or 'none'} ({kernels['reason']})")
         if kernels.get("gguf_math"):
             print(f"GGUF kernels (float32 models): {kernels['gguf_math']}")
+            if kernels.get("kv_cache_dtype_auto"):
+                print(f"KV cache under --kv-cache-dtype auto (float32 models on GGUF blocks): {kernels['kv_cache_dtype_auto']}")
     print(format_plugin_report())
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
@@ -69,10 +71,9 @@ def _cpu_kernel_family() -> dict[str, Any]:
         return {"family": None, "reason": str(e)}
     try:
         plan = host_gguf_math(choice.family.name)
-        math = f"{plan.format()}; KV cache {auto_kv_dtype(plan)} under --kv-cache-dtype auto"
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
-        math = f"refused: {e}"
-    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": math}
+        return {"family": choice.family.name, "reason": choice.reason, "gguf_math": f"refused: {e}"}
+    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan)}
 
 
 def build_parser() -> argparse.ArgumentParser:

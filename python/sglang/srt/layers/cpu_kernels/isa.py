@@ -100,16 +100,17 @@ MATHS = ("float32", "mixed", "int8")  # most exact first
 # (label, the most rows in the bucket; 0: any): a batch goes to the first bucket that admits it (a prefill
 # counts its prompt tokens, so one request's prefill and decode steps fall in different buckets)
 BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">64", 0))
-# Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there):
-# ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after one prefill
-# of G prompts (16 prompts x 32 positions). float32 is the exact weights (100% by construction). mixed:
-# 99.41% with --group 8 (decode at 8 rows, prefills of ~280 rows: buckets 2-8 and >64), 99.41% (KL 0.00086)
-# with --group 1 (decode at 1 row: bucket 1) and 99.80% with --group 16 (decode at 16 rows: bucket 9-64);
-# int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a
-# request crosses buckets, so the bar must hold wherever its steps land.
+# Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there), the lowest
+# any CPU measured: ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after
+# one prefill of G prompts (16 prompts x 32 positions; --group 8 and 16 also prefill above 64 rows). float32 is the
+# exact weights (100% by construction). mixed on the AVX-512 EPYC (float32 KV): 99.41% at --group 1 and 8, 99.80% at
+# 16; on the AVX2-only EPYC: 98.24% / 98.83% at 1 / 8 with a float32 KV, and as the default with its bfloat16 KV
+# (auto_kv_dtype) 98.83% / 98.83% / 98.63% at 1 / 8 / 16 (a few near ties in 512 positions either way).
+# int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a request
+# crosses buckets, so the bar must hold wherever its steps land.
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
-    "mixed": (99.41, 99.41, 99.80, 99.41),
+    "mixed": (98.24, 98.83, 98.63, 98.83),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
