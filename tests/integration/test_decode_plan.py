@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -75,34 +77,52 @@ CASES = [
 ]
 
 
+@dataclass
+class Compared:
+    """One decode step run eagerly and then through the plan from the same pool state."""
+
+    fb: ForwardBatch
+    pool: MHATokenToKVPool
+    before: list[tuple[torch.Tensor, torch.Tensor]]  # each layer's K/V before the step
+    want: torch.Tensor  # the eager logits
+    want_kv: list[tuple[torch.Tensor, torch.Tensor]]  # each layer's K/V after the eager step
+    got: torch.Tensor  # the plan's logits (the pool then holds the plan's K/V)
+
+
+def eager_then_plan(kernels, model: LlamaForCausalLM, kv_dtype: torch.dtype, kv_heads: int, batch: int, seed: int) -> Compared:
+    """A pool whose cached prefix is random K/V, one decode step of ``batch`` requests through the eager model, the
+    pool restored, and the same step through the plan."""
+    pool = MHATokenToKVPool(SLOTS, PAGE, kv_dtype, kv_heads, 32, 3, "cpu")
+    gen = torch.Generator().manual_seed(seed)
+    for i in range(3):
+        pool.k_buffer[i].copy_(torch.randn(pool.k_buffer[i].shape, generator=gen))
+        pool.v_buffer[i].copy_(torch.randn(pool.v_buffer[i].shape, generator=gen))
+    fb, _ = decode_batch(batch, gen)
+    before = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
+    attn = TorchNativeAttnBackend(_Runner(pool))
+    with torch.inference_mode():
+        attn.init_forward_metadata(fb)
+        want = model.forward(fb.input_ids, fb.positions, fb, attn)
+        want_kv = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
+        for (k, v), (k0, v0) in zip(zip(pool.k_buffer, pool.v_buffer), before):
+            k.copy_(k0)
+            v.copy_(v0)
+        got = model.forward_decode_plan(model.build_decode_plan(kernels, pool), fb)
+    return Compared(fb, pool, before, want, want_kv, got)
+
+
 @pytest.mark.parametrize("batch", [1, 3, 4, 8, 37])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{str(c[0])[6:]}-h{c[1]}kv{c[2]}{'-bias' if c[3] else ''}{'-q4' if c[4] else ''}{'-onednn' if c[5] else ''}")
 def test_plan_equals_the_eager_step(kernels, case, batch):
     dtype, heads, kv_heads, bias, q4, onednn = case
     model = make_model(dtype, heads, kv_heads, bias, q4, seed=batch, onednn=onednn)
-    pool = MHATokenToKVPool(SLOTS, PAGE, dtype, kv_heads, 32, 3, "cpu")
-    gen = torch.Generator().manual_seed(100 + batch)
-    for i in range(3):  # the cached prefix: random K/V already in the pool
-        pool.k_buffer[i].copy_(torch.randn(pool.k_buffer[i].shape, generator=gen))
-        pool.v_buffer[i].copy_(torch.randn(pool.v_buffer[i].shape, generator=gen))
-    fb, _ = decode_batch(batch, gen)
-    before = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
-
-    attn = TorchNativeAttnBackend(_Runner(pool))
-    with torch.inference_mode():
-        attn.init_forward_metadata(fb)
-        want = model.forward(fb.input_ids, fb.positions, fb, attn).float()
-        want_kv = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
-        for (k, v), (k0, v0) in zip(zip(pool.k_buffer, pool.v_buffer), before):
-            k.copy_(k0)
-            v.copy_(v0)
-        got = model.forward_decode_plan(model.build_decode_plan(kernels, pool), fb).float()
-
+    c = eager_then_plan(kernels, model, dtype, kv_heads, batch, seed=100 + batch)
+    got, want = c.got.float(), c.want.float()
     tol = 1e-4 if dtype == torch.float32 else 3e-2
     torch.testing.assert_close(got, want, atol=tol * want.abs().max().item(), rtol=0)
     assert (got.argmax(-1) == want.argmax(-1)).float().mean() >= (1.0 if dtype == torch.float32 else 0.9)
-    loc = fb.out_cache_loc
-    for layer, ((k, v), (wk, wv), (k0, _)) in enumerate(zip(zip(pool.k_buffer, pool.v_buffer), want_kv, before)):
+    loc = c.fb.out_cache_loc
+    for layer, ((k, v), (wk, wv), (k0, _)) in enumerate(zip(zip(c.pool.k_buffer, c.pool.v_buffer), c.want_kv, c.before)):
         untouched = torch.ones(SLOTS, dtype=torch.bool)
         untouched[loc] = False
         assert torch.equal(k[untouched], k0[untouched]), "the plan wrote K outside the new tokens' slots"
@@ -116,30 +136,15 @@ def test_plan_equals_the_eager_step(kernels, case, batch):
 def test_a_bfloat16_kv_cache_under_a_float32_model_equals_the_eager_step(kernels, q4, batch):
     """``--kv-cache-dtype bfloat16`` on a float32 model: both paths round the new K/V to bfloat16 once, after the
     rotary, and widen the cached rows back to float32 exactly; the rest is float32 arithmetic."""
-    model = make_model(torch.float32, 6, 2, False, q4, seed=batch)
-    pool = MHATokenToKVPool(SLOTS, PAGE, torch.bfloat16, 2, 32, 3, "cpu")
-    gen = torch.Generator().manual_seed(200 + batch)
-    for i in range(3):
-        pool.k_buffer[i].copy_(torch.randn(pool.k_buffer[i].shape, generator=gen))
-        pool.v_buffer[i].copy_(torch.randn(pool.v_buffer[i].shape, generator=gen))
-    fb, _ = decode_batch(batch, gen)
-    before = [(k.clone(), v.clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
-    attn = TorchNativeAttnBackend(_Runner(pool))
-    with torch.inference_mode():
-        attn.init_forward_metadata(fb)
-        want = model.forward(fb.input_ids, fb.positions, fb, attn)
-        want_kv = [(k[fb.out_cache_loc].clone(), v[fb.out_cache_loc].clone()) for k, v in zip(pool.k_buffer, pool.v_buffer)]
-        for (k, v), (k0, v0) in zip(zip(pool.k_buffer, pool.v_buffer), before):
-            k.copy_(k0)
-            v.copy_(v0)
-        got = model.forward_decode_plan(model.build_decode_plan(kernels, pool), fb)
-    assert got.dtype == want.dtype == torch.float32 and pool.k_buffer[0].dtype == torch.bfloat16
+    c = eager_then_plan(kernels, make_model(torch.float32, 6, 2, False, q4, seed=batch), torch.bfloat16, 2, batch, seed=200 + batch)
+    assert c.got.dtype == c.want.dtype == torch.float32 and c.pool.k_buffer[0].dtype == torch.bfloat16
     # a new K/V value on a bfloat16 rounding boundary may round either way (float32 sums in another order): one step
-    torch.testing.assert_close(got, want, atol=2e-3 * want.abs().max().item(), rtol=0)
-    assert (got.argmax(-1) == want.argmax(-1)).all()
-    for (k, v), (wk, wv) in zip(zip(pool.k_buffer, pool.v_buffer), want_kv):
-        torch.testing.assert_close(k[fb.out_cache_loc].float(), wk.float(), atol=2**-6, rtol=2**-7)
-        torch.testing.assert_close(v[fb.out_cache_loc].float(), wv.float(), atol=2**-6, rtol=2**-7)
+    torch.testing.assert_close(c.got, c.want, atol=2e-3 * c.want.abs().max().item(), rtol=0)
+    assert (c.got.argmax(-1) == c.want.argmax(-1)).all()
+    loc = c.fb.out_cache_loc
+    for (k, v), (wk, wv) in zip(zip(c.pool.k_buffer, c.pool.v_buffer), c.want_kv):
+        torch.testing.assert_close(k[loc].float(), wk[loc].float(), atol=2**-6, rtol=2**-7)
+        torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=2**-6, rtol=2**-7)
 
 
 def test_the_plan_refuses_a_kv_cache_dtype_it_does_not_read(kernels):
