@@ -6,11 +6,11 @@ Out of scope here, refused at start-up: tensor or data parallelism on either sid
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from sglang.srt.arg_groups.errors import ServerArgsError
+from sglang.utils.env import EnvValueError, env_number
 
 MODES = ("null", "prefill", "decode")
 TRANSFER_BACKENDS = ("mooncake", "mooncake_tcp", "fake")
@@ -30,13 +30,12 @@ class Timeouts:
     @classmethod
     def from_env(cls) -> Timeouts:
         def num(name: str, default: float) -> float:
-            raw = os.environ.get(name, "").strip()
             try:
-                value = float(raw) if raw else default
-            except ValueError:
-                raise ServerArgsError(f"{name}={raw!r} must be a number of seconds") from None
+                value = env_number(name, default, float)
+            except EnvValueError as e:
+                raise ServerArgsError(str(e)) from None
             if value <= 0:
-                raise ServerArgsError(f"{name}={raw!r} must be positive")
+                raise ServerArgsError(f"{name}={value!r} must be positive")
             return value
 
         return cls(num("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300.0), num("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300.0),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing as mp
-import os
 import shutil
 import threading
 import time
@@ -24,6 +23,7 @@ from sglang.srt.entrypoints.engine_args import Prompt, from_call
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError
 from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
+from sglang.utils.env import env_number
 from sglang.utils.lifecycle import Closing
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-READY_TIMEOUT_S = float(os.environ.get("SGLANG_ENGINE_READY_TIMEOUT", "600"))
+READY_TIMEOUT_S = env_number("SGLANG_ENGINE_READY_TIMEOUT", 600.0, float, minimum=0.0)
 
 
 class _Submission:

@@ -15,7 +15,7 @@ whole row of compute: a batch speculates only while ``batch + drafted rows <= CO
 
 from __future__ import annotations
 
-import os
+from sglang.utils.env import env_number
 
 # bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
 # quiet 2-core AVX-512 EPYC (docs/benchmarks.md, "Speculative decoding"): one decode row 8.58 ms; a TARGET_VERIFY
@@ -24,7 +24,7 @@ import os
 # arithmetic on the Q4 blocks makes each row cost compute, not only the weights' streaming).
 VERIFY_BASE_COST = 1.03  # the 1-row verify against the decode row (same request, same tokens)
 VERIFY_ROW_COST = 0.27
-COMPUTE_KNEE = int(os.environ.get("SGLANG_SPEC_COMPUTE_KNEE", "6"))
+COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
 

@@ -12,13 +12,13 @@ Not thread-safe: the scheduler owns it. Pure Python, no torch: unit-tested witho
 
 from __future__ import annotations
 
-import os
+from sglang.utils.env import env_number
 
 # An entry costs about 400 bytes in Python (the key tuple, the entry, its successor counts and their dict
 # slots: measured with tracemalloc over 640k entries), so upstream's default capacity of 10M trie nodes
 # would be about 4 GB here; the store also stays under this many MiB (SGLANG_SPEC_NGRAM_MAX_MB).
 ENTRY_BYTES = 400
-MAX_MB = int(os.environ.get("SGLANG_SPEC_NGRAM_MAX_MB", "256"))
+MAX_MB = env_number("SGLANG_SPEC_NGRAM_MAX_MB", 256, int, minimum=1)
 
 _WINDOWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
