@@ -111,7 +111,8 @@ for seq, start in seqs:
     llm.reset()
     llm.eval(seq)
     # scores[j]: the logits after token j, predicting token j + 1: the answer's rows are start - 1 onwards
-    rows.append(np.asarray(llm.scores[start - 1 : len(seq) - 1], dtype=np.float32))
+    # a copy: llm.scores is one buffer the next sequence overwrites
+    rows.append(np.array(llm.scores[start - 1 : len(seq) - 1], dtype=np.float32))
 np.save(out_path, np.stack(rows))
 """
 
