@@ -21,7 +21,7 @@ def test_unset_or_empty_gives_the_default_and_a_value_is_cast(monkeypatch):
 
 
 @pytest.mark.parametrize("raw, cast, minimum, says", [("lots", int, None, "must be an integer"), ("2.5", int, None, "must be an integer"),
-                                                       ("x", float, None, "must be a number"), ("0", int, 1, "must be an integer >= 1")])
+                                                       ("x", float, None, "must be a number"), ("nan", float, None, "must be a number, not NaN"), ("0", int, 1, "must be an integer >= 1")])
 def test_a_bad_value_names_the_variable_the_value_and_the_default(monkeypatch, raw, cast, minimum, says):
     monkeypatch.setenv("SGLANG_TEST_N", raw)
     with pytest.raises(EnvValueError, match=rf"SGLANG_TEST_N='{raw}' {says} \(unset it for the default, 7\)"):

@@ -4,6 +4,7 @@ Stdlib only: modules read these at import time (``import sglang`` stays light)."
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,6 +28,8 @@ def env_number(name: str, default: N, cast: Callable[[str], N], minimum: N | Non
         value = cast(raw)
     except ValueError:
         raise EnvValueError(f"{name}={raw!r} must be {kind} (unset it for the default, {default})") from None
+    if isinstance(value, float) and math.isnan(value):
+        raise EnvValueError(f"{name}={raw!r} must be {kind}, not NaN (unset it for the default, {default})")
     if minimum is not None and value < minimum:
         raise EnvValueError(f"{name}={raw!r} must be {kind} >= {minimum} (unset it for the default, {default})")
     return value

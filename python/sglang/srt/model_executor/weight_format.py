@@ -217,6 +217,7 @@ class WeightFormatPass:
             self.active = False
             logger.info("weight format: dense weights kept (F.linear) for the hooks on %s", ", ".join(hooked))
         self.p = _Pass(method, quant_config, dtype, device) if self.active else None
+        self.fmt.auto_kv_dtype = self.p.auto_kv_dtype if self.p is not None else None
 
     def _modules(self) -> list[tuple[str, Any]]:
         from sglang.srt.layers.parallel import ColumnParallelLinear, ParallelLMHead, RowParallelLinear
@@ -264,7 +265,5 @@ class WeightFormatPass:
                 else:
                     self._set(name, mod, *self.p.linear(mod, self._take_q4(name, mod), name))
         self.blocks.clear()
-        if self.p is not None:
-            self.fmt.auto_kv_dtype = self.p.auto_kv_dtype
         logger.info("weight format: %s", self.fmt.summary())
         return self.fmt
