@@ -6,7 +6,9 @@ distribution at temperature 0.7."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import re
 
 import pytest
 
@@ -156,6 +158,35 @@ def test_committed_tokens_reach_the_prefix_cache(pair, greedy):
     wrong = ids + [t + 1 for t in a[0]["ids"][:30]]
     pages, _ = spec.tree.match_prefix(wrong)
     assert len(pages) * spec.page_size <= len(ids)  # and nothing else after the prompt
+    _no_leak(spec)
+
+
+# -- constrained requests: masked verify rows, the same tokens -----------------------------------------------
+def test_a_constrained_request_speculates_and_emits_the_same_tokens(pair):
+    plain, spec = pair
+    p = {"max_new_tokens": 40, "regex": "[A-Za-z ,.]{1,400}"}
+    want = run(plain, [chat(plain, PROMPTS[0])], p)[0]
+    spec.spec.flush()
+    got = run(spec, [chat(spec, PROMPTS[0])], p)[0]
+    assert got["ids"] == want["ids"] and got["reason"] == want["reason"]
+    assert re.fullmatch("[A-Za-z ,.]+", plain.tokenizer.decode(got["ids"]))
+    assert got["spec"]["spec_num_correct_drafts"] > 5 and got["spec"]["spec_verify_ct"] < len(got["ids"])  # it copied the passage
+    _no_leak(spec)
+
+
+def test_a_json_schema_request_speculates_through_forced_keys_and_completes(pair):
+    plain, spec = pair
+    schema = {"type": "object", "properties": {"keeper": {"type": "string"}, "carried": {"type": "string"}},
+              "required": ["keeper", "carried"], "additionalProperties": False}
+    p = {"max_new_tokens": 60, "json_schema": json.dumps(schema)}
+    prompt = f"Answer in JSON: what did the keeper carry, copied from the passage?\n\n{PASSAGE}"
+    want = run(plain, [chat(plain, prompt)], p)[0]
+    got = run(spec, [chat(spec, prompt)], p)[0]
+    assert got["ids"] == want["ids"] and got["reason"] == want["reason"]
+    text = plain.tokenizer.decode([t for t in got["ids"] if t not in plain.eos_ids])
+    if want["reason"]["type"] == "stop":  # the grammar completed: the object is whole
+        assert set(json.loads(text)) == {"keeper", "carried"}
+    assert got["spec"]["spec_verify_ct"] >= 1
     _no_leak(spec)
 
 

@@ -55,6 +55,18 @@ class BaseGrammarObject(ABC):
         them: the scheduler accepts each one it appends (jump-forward; ``--disable-jump-forward`` turns it off)."""
         return None
 
+    def rollback(self, k: int) -> None:
+        """Undo the last ``k`` accepted tokens (upstream's name). Speculative decoding walks a request's drafts
+        through the matcher to mask each verified row, then rolls them back before it commits what the target
+        accepted. A backend that cannot keeps this default: its requests decode without speculation
+        (:func:`can_rollback`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot roll back accepted tokens")
+
+
+def can_rollback(grammar: BaseGrammarObject) -> bool:
+    """Whether ``grammar``'s class implements :meth:`BaseGrammarObject.rollback` (speculative decoding needs it)."""
+    return type(grammar).rollback is not BaseGrammarObject.rollback
+
 
 class BaseGrammarBackend(ABC):
     """Compiles constraints for one tokenizer and makes matchers; ``vocab_size`` is the logits' width.

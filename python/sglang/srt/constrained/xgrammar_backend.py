@@ -42,6 +42,10 @@ class XGrammarGrammar(BaseGrammarObject):
     def try_jump_forward(self) -> list[int] | None:
         return list(self.matcher.find_jump_forward_tokens()) or None  # the matcher is unchanged until they are accepted
 
+    def rollback(self, k: int) -> None:
+        if k:
+            self.matcher.rollback(k)  # GrammarMatcher keeps every step's state (max_rollback_tokens -1: no limit)
+
 
 class XGrammarBackend(BaseGrammarBackend):
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:

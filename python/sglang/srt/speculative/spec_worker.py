@@ -10,8 +10,11 @@ checks (EOS, stop strings and tokens, ``max_new_tokens``, the context): the rest
 tokens are dropped. Only committed tokens count as computed KV (so only they reach the radix cache); the
 pages past the committed sequence, which hold rejected drafts only, go back to the allocator.
 
-Requests that decode without speculation (the rule, in one place: :func:`ineligible`): grammar-constrained
-ones (the grammar would have to mask each draft position and roll back).
+Constrained requests speculate too: their drafts are cut to the prefix the grammar accepts, every verified
+row is masked with what the grammar allows after the drafts before it (``verify.constrain_rows``: the
+matcher walks the drafts and rolls back), and the commit advances the matcher by each committed token, so the
+output is what constrained decoding without speculation would emit. Requests that decode without speculation
+(the rule, in one place: :func:`ineligible`): those whose grammar backend cannot roll back.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sglang.srt.constrained.base_grammar_backend import GrammarError, can_rollback
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_spec
 from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, DraftState, fit_budget
+from sglang.srt.speculative.verify import grammar_prefix
 
 if TYPE_CHECKING:  # the scheduler owns this object and hands it its batches (no import back into managers)
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
@@ -36,8 +41,9 @@ DECODE_LOG_INTERVAL = 40  # decode steps between two "Decode batch" log lines, u
 
 def ineligible(req: Req) -> str | None:
     """Why ``req`` decodes without speculation (None: it speculates)."""
-    if req.sampler.grammar is not None:
-        return "grammar-constrained"
+    grammar = req.sampler.grammar
+    if grammar is not None and not can_rollback(grammar):
+        return f"its grammar matcher ({type(grammar).__name__}) cannot roll back"
     return None
 
 
@@ -164,6 +170,12 @@ class Speculator:
                     wants[i] = min(self.want(r, k_max), max(0, room))
         ks = fit_budget(wants, len(reqs))
         drafts, probs = self.propose(reqs, ks) if any(ks) else ([[] for _ in reqs], [None] * len(reqs))
+        for i, r in enumerate(reqs):
+            if drafts[i] and r.sampler.grammar is not None:  # only what the grammar can emit is worth a row
+                n = grammar_prefix(drafts[i], r.sampler)
+                drafts[i] = drafts[i][:n]
+                if probs[i] is not None:
+                    probs[i] = probs[i][:n]
         for r, d in zip(reqs, drafts):
             r.spec.verify_ct += 1
             self.steps += 1
@@ -200,15 +212,20 @@ class Speculator:
 
     def _commit_one(self, req: Req, drafts: list[int], toks: list[int], infos: list[Any]) -> None:
         s = self.sched
+        grammar = req.sampler.grammar
         n = 0
         for t, info in zip(toks, infos):
             req.output_ids.append(t)
             req.pending.append(t)
             req.sampler.observe(t)
+            if grammar is not None and not grammar.accept_token(t):  # the verify masked every row: a backend fault
+                raise GrammarError(f"token {t} breaks the request's {req.params.constraint[0]} constraint")  # type: ignore[index]
             if info is not None:
                 req.pending_logprobs.append(info)
             n += 1
             req.finished_reason = {"type": "abort"} if req.aborted else self.check_finished(req, t, s.eos_ids, s.tokenizer, s.context_length)
+            if req.finished_reason is None and grammar is not None and grammar.is_terminated():
+                req.finished_reason = {"type": "stop", "matched": t}  # the grammar is complete: nothing can follow
             if req.finished_reason is not None:
                 break  # the rest of the emitted tokens are dropped
         accepted = min(n, len(toks) - 1)  # drafts among the committed tokens (the last emitted one is the target's)
@@ -227,6 +244,11 @@ class Speculator:
             s.allocator.free(req.pages[keep:])
             del req.pages[keep:]
         self.committed(req, len(drafts), accepted)
+        if req.finished_reason is None and grammar is not None and s.jump_forward and not req.params.logprobs \
+                and s._jump_forward(req, grammar) and req.finished_reason is None:
+            s.running.remove(req)  # its forced tokens are prefilled in one extend step, then it decodes again
+            s.waiting.appendleft(req)
+            return
         if req.finished_reason is not None:
             self.released(req)
             if req in s.running:

@@ -38,6 +38,40 @@ def _logprob_info(logp: torch.Tensor, token: int, top_n: int) -> tuple[float, li
     return float(logp[token]), top
 
 
+def constrain_rows(rows: torch.Tensor, drafts: list[int], s: Any) -> None:
+    """Mask each float row of ``rows`` [k+1, V] in place with what ``s``'s grammar allows after the drafts before
+    it (row ``j``: after ``drafts[:j]``), as ``sample`` masks a decode row; the matcher ends where it began.
+
+    The walk stops at the first draft the grammar refuses (that row's mask rejects the draft, so no later row is
+    reached) or that completes the grammar (the commit finishes the request there); rows after it stay unmasked."""
+    g, backend = s.grammar, s.grammar_backend
+    mask = backend.allocate_vocab_mask(len(drafts) + 1)
+    walked = 0
+    for j in range(len(drafts) + 1):
+        g.fill_vocab_mask(mask, j)
+        if j == len(drafts) or not g.accept_token(drafts[j]):
+            break
+        walked += 1
+        if g.is_terminated():
+            break
+    g.rollback(walked)
+    backend.apply_vocab_mask(rows, mask, list(range(j + 1)))
+
+
+def grammar_prefix(drafts: list[int], s: Any) -> int:
+    """How many leading ``drafts`` ``s``'s grammar accepts, up to and including one that completes it (the rest
+    cannot be emitted, so they are not verified); the matcher ends where it began."""
+    g, n = s.grammar, 0
+    for d in drafts:
+        if not g.accept_token(d):
+            break
+        n += 1
+        if g.is_terminated():
+            break
+    g.rollback(n)
+    return n
+
+
 def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0,
                  draft_probs: list[torch.Tensor] | None = None) -> tuple[list[int], list[Any]]:
     """``rows`` [k+1, V] logits of one request's ``[root] + drafts`` -> (emitted tokens, logprob info per token or None).
@@ -49,10 +83,13 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
     """
     p = s.params
     k = len(drafts)
-    if s.needs_penalty:
+    if s.needs_penalty or s.grammar is not None:
         rows = rows.float().clone()
-        for j in range(k + 1):
-            penalize_with(rows[j], s, drafts[:j])
+        if s.needs_penalty:
+            for j in range(k + 1):
+                penalize_with(rows[j], s, drafts[:j])
+        if s.grammar is not None:
+            constrain_rows(rows, drafts, s)
     out: list[int] = []
     if p.greedy:
         best = rows.max(-1).indices.tolist()
@@ -72,7 +109,7 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
             qd = float(q[d])
             pd = 1.0 if draft_probs is None else float(draft_probs[j][d])  # a deterministic draft: a point mass
             coin = float(torch.rand((), generator=s.generator))
-            if qd >= thr_single or coin * pd * thr_acc <= qd:
+            if qd > 0 and (qd >= thr_single or coin * pd * thr_acc <= qd):  # never a token q excludes (a coin of 0.0)
                 out.append(d)
                 continue
             if draft_probs is None:
