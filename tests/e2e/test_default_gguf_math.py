@@ -15,7 +15,8 @@ from sglang.srt.layers.cpu_kernels.isa import MathPlan, auto_kv_dtype, gguf_math
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three primary colors.", "What is 12 times 12?"]
 GREEDY = {"temperature": 0, "max_new_tokens": 12}
 # what each arithmetic gives the default model's 30 layers x (qkv, o, gate_up, down) and its tied head
-SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4_i8; 1 x q8_f32", "int8": "120 x q4_i8; 1 x q8_i8"}
+SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4_i8; 1 x q8_f32", "mixed16": "60 x q4_i16; 60 x q4_i8; 1 x q8_i16",
+           "int8": "120 x q4_i8; 1 x q8_i8"}
 
 
 def default_plan() -> MathPlan:
@@ -46,7 +47,7 @@ def test_the_engine_runs_the_measured_plan_for_this_cpu(engine):
     if len(set(plan.by_bucket)) == 1:
         assert fmt == SUMMARY[plan.by_bucket[0]]
     else:  # layers whose arithmetic changes between buckets hold both kernels
-        assert "q4_f32 (<= " in fmt or "q4_i8 (<= " in fmt
+        assert any(f"q4_{a} (<= " in fmt for a in ("f32", "i8", "i16"))
 
 
 def test_the_defaults_greedy_answers_on_the_test_prompts(engine):

@@ -149,8 +149,10 @@ def test_the_default_arithmetic_is_the_measured_plan_for_this_cpu_at_each_batch_
     for rows in (1, 2, 8, 9, 64, 65, 300):
         math = plan.for_batch(rows)
         assert lk.kernel_for_batch(layer.mlp.gate_up_proj.kernel, rows) == ("q4_f32" if math == "float32" else "q4_i8")
-        assert lk.kernel_for_batch(layer.mlp.down_proj.kernel, rows) == ("q4_i8" if math == "int8" else "q4_f32")
-        assert lk.kernel_for_batch(model.lm_head.kernel, rows) == ("q8_i8" if math == "int8" else "q8_f32")
+        down = {"float32": "f32", "mixed": "f32", "mixed16": "i16", "int8": "i8"}[math]  # qkv, down and the head alike
+        assert lk.kernel_for_batch(layer.mlp.down_proj.kernel, rows) == f"q4_{down}"
+        assert lk.kernel_for_batch(layer.self_attn.qkv_proj.kernel, rows) == f"q4_{down}"
+        assert lk.kernel_for_batch(model.lm_head.kernel, rows) == f"q8_{down}"
 
 
 def _plan_on_this_cpu(monkeypatch, by_bucket_ms: dict[str, tuple[float, float, float, float]]) -> None:

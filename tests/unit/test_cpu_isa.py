@@ -145,7 +145,8 @@ def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
     plan = gguf_math("avx512_vnni", EPYC, None)
     assert plan.by_bucket == ("float32",) * 4
     assert "the only candidate (top-1 agreement >= 98% measured at every batch size, not held): mixed: not measured at " \
-           "9-64 rows; int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured at 1, 9-64 rows;" in plan.reason
+           "9-64 rows; mixed16: not measured at 1, 2-8, 9-64, >64 rows; int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured " \
+           "at 1, 9-64 rows;" in plan.reason
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -163,7 +164,7 @@ def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(m
     monkeypatch.setattr(isa, "AGREEMENT", PASSING)
     monkeypatch.setattr(isa, "HELD", {"mixed": "held for review"})
     plan = gguf_math("avx512_vnni", EPYC, None)
-    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; int8: 96.5% at 1 rows" in plan.reason
+    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; mixed16: not measured at 1, 2-8, 9-64, >64 rows; int8: 96.5% at 1 rows" in plan.reason
     assert gguf_math("avx512_vnni", EPYC, "mixed").by_bucket == ("mixed",) * 4
     monkeypatch.setattr(isa, "HELD", {})
     assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("mixed", "mixed", "mixed", "float32")
@@ -178,7 +179,7 @@ def test_a_forced_arithmetic_runs_at_every_batch_size(family):
 
 
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
-    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH='fp16': use auto, float32, mixed or int8"):
+    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH=.fp16.: use auto or one of float32, mixed, mixed16, int8"):
         gguf_math("avx2", EPYC, "fp16")
 
 

@@ -12,7 +12,8 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
   embedding's Q8_0 blocks (``q8_f32``), which the embedding also looks rows up in; no dense copy is
   kept. ``cpu_kernels.isa.gguf_math`` picks the arithmetic of those kernels per batch-size bucket
   (a measured table per kernel family; ``SGLANG_CPU_GGUF_MATH`` forces one): ``int8`` runs every layer and
-  the head on ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``; a layer whose
+  the head on ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``, ``mixed16`` those and
+  the rest on ``q4_i16``/``q8_i16`` (int16 activations, the same repacked copies); a layer whose
   arithmetic differs between buckets gets a ``BySize`` of both kernels. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
   weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
 - no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
@@ -29,6 +30,7 @@ Measured on the project's 2-core AVX2 machine for a 3072x576 layer (ms per call,
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -99,28 +101,36 @@ def _q4_blocks(lin: Any, blocks: dict[str, Any], names: list[str]) -> tuple[torc
 
 # ``mixed``: int8 only where it kept the answers (bench/quality.py, 16 prompts x 32 tokens): o and gate_up
 # (59% of a layer's multiply-adds) in int8, qkv, down and the LM head in float32 measured 99.41% top-1
-# agreement; with down also int8 97.85%, with every layer int8 96.48% (the bar is 98%). Which arithmetic
-# runs at which batch size is ``isa.gguf_math``'s decision (a measured table per kernel family).
+# agreement; with down also int8 97.85%, with every layer int8 96.48% (the bar is 98%). ``mixed16`` keeps
+# the int8 layers and computes the rest with int16 activations (float32's answers at a fraction of its
+# instructions: ``linear_kernels.Q4I16``). Which arithmetic runs at which batch size is ``isa.gguf_math``'s
+# decision (a measured table per kernel family).
 INT8_IN_MIXED = ("o_proj", "gate_up_proj")
 
 
-def _int8(math: str, name: str) -> bool:
-    """Whether module ``name`` computes in int8 under arithmetic ``math``."""
-    return math == "int8" or (math == "mixed" and name.rpartition(".")[2] in INT8_IN_MIXED)
+def activation(math: str, name: str) -> str:
+    """What module ``name`` (``lm_head`` for the head) multiplies its weights with under arithmetic ``math``:
+    ``f32`` (the exact weights decoded to float32), ``i8`` or ``i16`` (activations quantized per block of 32)."""
+    if math == "int8":
+        return "i8"
+    if math in ("mixed", "mixed16") and name.rpartition(".")[2] in INT8_IN_MIXED:
+        return "i8"
+    return "i16" if math == "mixed16" else "f32"
 
 
-def by_tiers(tiers: list[tuple[int, bool]], make: Callable[[bool], lk.LinearKernel]) -> lk.LinearKernel:
-    """One kernel per run of batch sizes (``tiers``: (most rows, int8?), the last 0: any), built once per
-    arithmetic by ``make`` (the int8 kernel holds a repacked copy; both are kept only when both run)."""
-    merged: list[tuple[int, bool]] = []
-    for most, i8 in tiers:
-        merged = [*merged[:-1], (most, i8)] if merged and merged[-1][1] == i8 else [*merged, (most, i8)]
-    built = {i8: make(i8) for i8 in {i8 for _, i8 in merged}}
+def by_tiers(tiers: list[tuple[int, str]], make: Callable[[str], lk.LinearKernel]) -> lk.LinearKernel:
+    """One kernel per run of batch sizes (``tiers``: (most rows, activation), the last 0: any), built once per
+    activation by ``make`` (the integer kernels share one repacked copy; it and the float32 blocks are both
+    kept only when both run)."""
+    merged: list[tuple[int, str]] = []
+    for most, act in tiers:
+        merged = [*merged[:-1], (most, act)] if merged and merged[-1][1] == act else [*merged, (most, act)]
+    built = {act: make(act) for act in {act for _, act in merged}}
     if len(merged) == 1:
         return built[merged[0][1]]
     bounded = []
-    for most, i8 in merged[:-1]:
-        k = copy.copy(built[i8])  # the same tensors, its own bound
+    for most, act in merged[:-1]:
+        k = copy.copy(built[act])  # the same tensors, its own bound
         k.max_batch = most
         bounded.append(k)
     return lk.BySize(bounded, built[merged[-1][1]])
@@ -171,8 +181,10 @@ class _Pass:
 
         if q4 is not None and self.exact_q:
             n = q4[0].shape[0]
-            return by_tiers([(most, _int8(m, name)) for most, m in self.tiers],
-                            lambda i8: lk.Q4I8(*pack_i8(*q4), n) if i8 else lk.Q4F32(*pack_f32(*q4))), True
+            packed = functools.cache(lambda: pack_i8(*q4))  # one repacked copy for the int8 and int16 kernels
+            integer = {"i8": lk.Q4I8, "i16": lk.Q4I16}
+            return by_tiers([(most, activation(m, name)) for most, m in self.tiers],
+                            lambda act: integer[act](*packed(), n) if act in integer else lk.Q4F32(*pack_f32(*q4))), True
         if q4 is not None and self.method == "gguf_q4" and self.dtype == torch.bfloat16:
             n, k = q4[0].shape
             small = lk.Int4BF16(*pack(*q4), n, k, self.max_batch)
@@ -185,8 +197,10 @@ class _Pass:
         the embedding keeps looking rows up in the blocks)."""
         from sglang.srt.layers.q4_packed import pack_q8_i8
 
-        return by_tiers([(most, m == "int8") for most, m in self.tiers],
-                        lambda i8: lk.Q8I8(*pack_q8_i8(q, scale), q.shape[0]) if i8 else lk.Q8F32(q, scale))
+        packed = functools.cache(lambda: pack_q8_i8(q, scale))
+        integer = {"i8": lk.Q8I8, "i16": lk.Q8I16}
+        return by_tiers([(most, activation(m, "lm_head")) for most, m in self.tiers],
+                        lambda act: integer[act](*packed(), q.shape[0]) if act in integer else lk.Q8F32(q, scale))
 
     def lm_head(self, head: Any, embed_q8: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[lk.LinearKernel | None, bool]:
         emb = head.embedding

@@ -28,6 +28,7 @@
 #include "vec.h"
 #include "packed_f32.h"
 #include "int8_linear.h"
+#include "int16_linear.h"
 #include "lora_product.h"
 
 namespace {
@@ -102,10 +103,10 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 // One kernel of a linear layer, as sglang.srt.layers.linear_kernels describes
 // it (LinearKernel.spec): named fields, the same kernel the eager layer calls.
 struct KernelSpec {
-  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "int4_bf16", "q8_f32", "q8_i8", "int8_rows"
-  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4_i8/q8_i8: 8-row groups
+  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "q4_i16", "int4_bf16", "q8_f32", "q8_i8", "q8_i16", "int8_rows"
+  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4/q8_i8 and _i16: 8-row groups
   at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N];
-                       // q4_i8: [N/8, K/32, 2, 8]; q8_i8: [N/8, K/32, 8]
+                       // q4_i8/q4_i16: [N/8, K/32, 2, 8]; q8_i8/q8_i16: [N/8, K/32, 8]
   int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
   int64_t out_features = 0, in_features = 0;
 
@@ -117,6 +118,8 @@ struct KernelSpec {
     else if (kind == "q8_f32") y = q8_linear_f32(x, weight, scales);
     else if (kind == "q4_i8") y = q4_linear_i8(x, weight, scales, out_features);
     else if (kind == "q8_i8") y = q8_linear_i8(x, weight, scales, out_features);
+    else if (kind == "q4_i16") y = q4_linear_i16(x, weight, scales, out_features);
+    else if (kind == "q8_i16") y = q8_linear_i16(x, weight, scales, out_features);
     else if (kind == "int4_bf16") y = at::_weight_int4pack_mm_for_cpu(x, weight, 32, scales);
     else if (kind == "int8_rows") y = at::_weight_int8pack_mm(x, weight, scales);
     else TORCH_CHECK(false, "unknown linear kernel kind '", kind, "'");
@@ -514,6 +517,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("q4_linear_i8", &q4_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q4 weight repacked in 8-row groups, N outputs",
         py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_i8", &q8_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q8_0 weight repacked in 8-row groups",
+        py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
+  m.def("q4_linear_i16", &q4_linear_i16, "x [M, K] float32 (quantized to int16 per block of 32) @ GGUF Q4 weight repacked in 8-row groups",
+        py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
+  m.def("q8_linear_i16", &q8_linear_i16, "x [M, K] float32 (quantized to int16 per block of 32) @ GGUF Q8_0 weight repacked in 8-row groups",
         py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
   m.def("q4_linear_f32", &q4_linear_f32, "x [M, K] float32 @ packed GGUF Q4 weight (nibbles [N, K/2], scale/min [N, K/32, 2]).T",
         py::call_guard<py::gil_scoped_release>());

@@ -30,4 +30,8 @@ inline __m256i dot_q8_block(const __m256i* w, const __m256i* x4) {
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w[i], w[i]), _mm256_sign_epi8(x4[i], w[i])), one));
   return acc;
 }
+
+// int16 pairs (one row per 32-bit lane, int16_linear.h) multiplied and summed into acc; |w| <= 128 and
+// |x| <= 32767, so a pair's sum fits int32 with room for every block of 32
+inline __m256i dot_i16(__m256i acc, __m256i w, __m256i x) { return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x)); }
 }  // namespace isa

@@ -32,4 +32,7 @@ inline __m256i dot_q8_block(const __m256i* w, const __m256i* x4) {
   }
   return _mm256_add_epi32(a, b);
 }
+
+// int16 pairs multiplied and summed into acc in one instruction (vpdpwssd; see isa_avx2.h)
+inline __m256i dot_i16(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }
 }  // namespace isa
