@@ -58,8 +58,9 @@ def mm_peak(dtype: torch.dtype, n: int, reps: int) -> float:
     return best
 
 
-def family_peaks() -> list[tuple[str, float, float]]:
-    """(family, float32 Q4 kernel GMAC/s, int8 Q4 kernel GMAC/s) at 64 rows of gate_up, for every family this CPU has."""
+def family_peaks() -> list[tuple[str, dict[str, float]]]:
+    """(family, GMAC/s of its Q4 kernels at 64 rows of gate_up by activation: ``f32``, ``i8``, ``i16``), for every
+    family this CPU has."""
     import gguf
     from gguf.quants import quantize
 
@@ -75,26 +76,27 @@ def family_peaks() -> list[tuple[str, float, float]]:
     out = []
     for fam in supported(cpu_flags()):
         ops = load_decode_kernels(FAMILIES[fam].name)
-        best = {"f32": 0.0, "i8": 0.0}
-        for _ in range(10):  # alternating, so noise hits both alike
-            for name, fn in (("f32", lambda o=ops: o.q4_linear_f32(x, *f32)), ("i8", lambda o=ops: o.q4_linear_i8(x, *i8, n))):
+        best = {"f32": 0.0, "i8": 0.0, "i16": 0.0}
+        for _ in range(10):  # alternating, so noise hits all alike
+            for name, fn in (("f32", lambda o=ops: o.q4_linear_f32(x, *f32)), ("i8", lambda o=ops: o.q4_linear_i8(x, *i8, n)),
+                             ("i16", lambda o=ops: o.q4_linear_i16(x, *i8, n))):
                 t0 = time.perf_counter()
                 fn()
                 best[name] = max(best[name], m * n * k / (time.perf_counter() - t0))
-        out.append((fam, best["f32"] / 1e9, best["i8"] / 1e9))
+        out.append((fam, {a: v / 1e9 for a, v in best.items()}))
     return out
 
 
 def default_model_cost() -> tuple[int, int, dict[str, int], str]:
     """(bytes read per one-row decode step, FLOPs per token, multiply-adds per token by the arithmetic that runs
-    them at 64 rows (``f32``/``i8``), kernel summary) of the default configuration."""
+    them at 64 rows (``f32``/``i8``/``i16``), kernel summary) of the default configuration."""
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.layers.linear_kernels import BySize
 
     runner = scheduler(max_total_tokens=4096).tp_worker.model_runner
     nbytes = flops = 0
-    macs = {"f32": 0, "i8": 0}
+    macs = {"f32": 0, "i8": 0, "i16": 0}
     for _, mod in runner.model.named_modules():
         kernel = getattr(mod, "kernel", None)
         if kernel is not None and hasattr(kernel, "nbytes"):
@@ -102,7 +104,7 @@ def default_model_cost() -> tuple[int, int, dict[str, int], str]:
             nbytes += one.nbytes()
             flops += 2 * kernel.out_features * kernel.in_features
             at64 = kernel.for_batch(64) if isinstance(kernel, BySize) else kernel
-            macs["i8" if at64.kind.endswith("_i8") else "f32"] += kernel.out_features * kernel.in_features
+            macs[at64.kind.rpartition("_")[2] if at64.kind.endswith(("_i8", "_i16")) else "f32"] += kernel.out_features * kernel.in_features
     return nbytes, flops, macs, runner.weight_format.summary()
 
 
@@ -123,21 +125,22 @@ def main() -> None:
           f"bfloat16 {bf16 / 1e9:.1f} GFLOP/s")
     print(f"default configuration ({summary}): {nbytes / 1e6:.1f} MB of weights read per decode step, "
           f"{flops / 1e6:.0f} MFLOP of products per token")
-    for fam, pf, pi in peaks:
-        print(f"kernel family {fam}: Q4 product at 64 rows, float32 {pf:.0f} GMAC/s, int8 {pi:.0f} GMAC/s ({pi / pf:.2f}x): "
-              f"a batch of the default model at most {pf * 1e9 / (flops / 2):.0f} / {pi * 1e9 / (flops / 2):.0f} tokens/s")
+    for fam, pk in peaks:
+        print(f"kernel family {fam}: Q4 product at 64 rows, float32 {pk['f32']:.0f} GMAC/s, int8 {pk['i8']:.0f} GMAC/s "
+              f"({pk['i8'] / pk['f32']:.2f}x), int16 {pk['i16']:.0f} GMAC/s ({pk['i16'] / pk['f32']:.2f}x): a batch of the default "
+              f"model at most {' / '.join(f'{pk[a] * 1e9 / (flops / 2):.0f}' for a in ('f32', 'i8', 'i16'))} tokens/s")
     print(f"single stream ceiling (bandwidth): {step_floor * 1e3:.2f} ms a step, {1 / step_floor:.0f} tokens/s")
     print(f"any batch ceiling (float32 peak):  {compute_cap:.0f} tokens/s")
     if peaks:
         from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
 
         chosen = load_decode_kernels().FAMILY
-        pf, pi = next((f, i) for fam, f, i in peaks if fam == chosen)
-        mine = 1 / (macs["f32"] / (pf * 1e9) + macs["i8"] / (pi * 1e9))
-        share = macs["i8"] / (macs["f32"] + macs["i8"])
-        print(f"batch ceiling of the default's kernels at 64 rows ({chosen}, {share:.0%} of multiply-adds int8): {mine:.0f} tokens/s; "
-              f"the best family all int8 {max(i for _, _, i in peaks) * 2e9 / flops:.0f}, all float32 "
-              f"{max(f for _, f, _ in peaks) * 2e9 / flops:.0f}")
+        pk = next(p for fam, p in peaks if fam == chosen)
+        mine = 1 / sum(macs[a] / (pk[a] * 1e9) for a in macs)
+        share = ", ".join(f"{macs[a] / sum(macs.values()):.0%} {a}" for a in macs if macs[a])
+        print(f"batch ceiling of the default's kernels at 64 rows ({chosen}; multiply-adds {share}): {mine:.0f} tokens/s; "
+              f"the best family all int8 {max(p['i8'] for _, p in peaks) * 2e9 / flops:.0f}, all float32 "
+              f"{max(p['f32'] for _, p in peaks) * 2e9 / flops:.0f}")
         compute_cap = mine
     rows = []
     if args.llama_cpp:
