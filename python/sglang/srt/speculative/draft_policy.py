@@ -1,10 +1,10 @@
 """How many tokens a request drafts each step: the measured cost of a verify row against its acceptance.
 
-A verify forward over ``1 + k`` rows of one request costs ``T(1) * (c + r * k)``: ``c``, the verify step's
-own cost (an extend forward, every row's logits) against a decode step's, and ``r`` per drafted row, while
-each weight block streams once for all rows; with a per-position acceptance ``a`` it emits
+A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, ``C`` measured per width
+(``VERIFY_COSTS``: the verify step's own cost, an extend forward with every row's logits, and the rows it adds
+while each weight block streams once for all of them); with a per-position acceptance ``a`` it emits
 ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
-``E(k) / (c + r k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
+``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
 (no match, or acceptance too low) runs the ordinary decode step: nothing extra is verified. A request at
 ``k = 0`` still probes one draft every ``PROBE_EVERY`` steps, so its estimate can recover.
 
@@ -18,12 +18,15 @@ from __future__ import annotations
 from sglang.utils.env import env_number
 
 # bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
-# quiet 2-core AVX-512 EPYC (docs/benchmarks.md, "Speculative decoding"): one decode row 8.58 ms; a TARGET_VERIFY
-# forward of 1 + k rows cost 1.03 decode rows at k = 0 and 0.22-0.38 of a decode row per extra row (0.27 on
-# average over k = 1..15); a DECODE batch of M rows costs about the same as a verify of M rows (the float32
-# arithmetic on the Q4 blocks makes each row cost compute, not only the weights' streaming).
-VERIFY_BASE_COST = 1.03  # the 1-row verify against the decode row (same request, same tokens)
-VERIFY_ROW_COST = 0.27
+# quiet 2-core AVX-512 EPYC with its default mixed16 arithmetic (docs/benchmarks.md, "Speculative decoding"): one
+# decode row 6.23 ms; a TARGET_VERIFY forward of ``rows`` rows costs VERIFY_COSTS[rows] decode rows (a DECODE batch
+# of as many rows costs about the same). Between the measured widths the cost is interpolated, past the last one
+# extended at its last slope. The integer kernels stream each weight block once for up to 8 rows, so an extra row
+# costs 0.11-0.26 of a decode row (0.21 on average), not a whole one; the step from 4 to 5 rows is the kernels'.
+VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.05), (2, 1.11), (3, 1.37), (4, 1.43), (5, 1.97), (6, 2.12), (8, 2.53),
+                                               (10, 3.13), (12, 3.85), (16, 4.55))
+VERIFY_BASE_COST = 1.05  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
+VERIFY_ROW_COST = 0.21  # and each extra row, on average
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
@@ -34,11 +37,24 @@ def expected_tokens(a: float, k: int) -> float:
     return sum(a**i for i in range(k + 1))
 
 
-def best_k(a: float, k_max: int, row_cost: float = VERIFY_ROW_COST, base_cost: float = VERIFY_BASE_COST) -> int:
-    """The draft length maximising tokens per unit of step time (0: do not speculate)."""
+def verify_cost(rows: int) -> float:
+    """A verify forward of ``rows`` rows in decode rows (``VERIFY_COSTS``, interpolated)."""
+    pts = VERIFY_COSTS
+    for (r0, c0), (r1, c1) in zip(pts, pts[1:]):
+        if rows <= r1 or (r1, c1) == pts[-1]:
+            return c0 + (c1 - c0) * (rows - r0) / (r1 - r0)
+    return pts[0][1]
+
+
+def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None) -> int:
+    """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
+    ``verify_cost`` of ``1 + k`` rows, or the linear ``base_cost + row_cost * k`` where either is given."""
+    linear = row_cost is not None or base_cost is not None
+    row = VERIFY_ROW_COST if row_cost is None else row_cost
+    base = VERIFY_BASE_COST if base_cost is None else base_cost
     best, best_rate = 0, 1.0
     for k in range(1, k_max + 1):
-        rate = expected_tokens(a, k) / (base_cost + row_cost * k)
+        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k))
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best
