@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from sglang.utils.env import EnvValueError, env_number
+from sglang.utils.env import EnvValueError, env_flag, env_number
 
 
 def test_unset_or_empty_gives_the_default_and_a_value_is_cast(monkeypatch):
@@ -39,3 +39,18 @@ def test_the_speculative_modules_refuse_a_bad_value_at_import_naming_it(monkeypa
     finally:
         monkeypatch.delenv(var)
         importlib.reload(mod)  # the module as the rest of the suite knows it
+
+
+@pytest.mark.parametrize("raw, want", [("", False), ("1", True), ("TRUE", True), (" yes ", True), ("on", True), ("0", False),
+                                       ("false", False), ("No", False), ("off", False)])
+def test_a_switch_reads_the_usual_spellings(monkeypatch, raw, want):
+    monkeypatch.setenv("SGLANG_TEST_FLAG", raw)
+    assert env_flag("SGLANG_TEST_FLAG") is want
+
+
+def test_a_switch_refuses_a_typo_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("SGLANG_TEST_FLAG", "ture")
+    with pytest.raises(EnvValueError, match=r"SGLANG_TEST_FLAG='ture' must be one of 1, true, yes, on, 0, false, no, off"):
+        env_flag("SGLANG_TEST_FLAG")
+    monkeypatch.delenv("SGLANG_TEST_FLAG")
+    assert env_flag("SGLANG_TEST_FLAG", True) is True

@@ -107,6 +107,19 @@ def test_greedy_accepts_while_drafts_match_the_argmax_then_emits_the_targets_tok
     assert accept_chain(rows_with_argmax([5, 2]), [1], s)[0] == [5]  # first rejected: what decoding would emit
 
 
+def test_force_greedy_verify_walks_greedily_for_sampling_requests_under_ngram_only(monkeypatch):
+    from sglang.srt.speculative.verify import FORCE_GREEDY_ENV, force_greedy
+
+    rows = torch.tensor([[0.0, 1.0, 0.9, 0, 0, 0], [0, 0, 1.0, 0.9, 0, 0]])  # near ties: sampling would often differ
+    for seed in range(20):
+        assert accept_chain(rows, [1], sampler(seed, temperature=1.0), force_greedy=True)[0] == [1, 2]
+    assert {tuple(accept_chain(rows, [1], sampler(seed, temperature=1.0))[0]) for seed in range(20)} != {(1, 2)}
+    monkeypatch.setenv(FORCE_GREEDY_ENV, "1")
+    assert force_greedy("NGRAM") and not force_greedy("STANDALONE")  # upstream's switch is NGRAM's
+    monkeypatch.setenv(FORCE_GREEDY_ENV, "off")
+    assert not force_greedy("NGRAM")
+
+
 def test_verify_splits_rows_per_request_and_samples_undrafted_rows_plainly():
     a, b, c = sampler(temperature=0), sampler(temperature=0), sampler(temperature=0)
     logits = torch.cat([rows_with_argmax([2, 3, 1]), rows_with_argmax([4]), rows_with_argmax([0, 5])])

@@ -1,4 +1,5 @@
-"""Numbers read from ``SGLANG_*`` environment variables, parsed in one place so a bad value names its variable.
+"""Numbers and switches read from ``SGLANG_*`` environment variables, parsed in one place so a bad value names its
+variable.
 
 Stdlib only: modules read these at import time (``import sglang`` stays light)."""
 
@@ -33,3 +34,17 @@ def env_number(name: str, default: N, cast: Callable[[str], N], minimum: N | Non
     if minimum is not None and value < minimum:
         raise EnvValueError(f"{name}={raw!r} must be {kind} >= {minimum} (unset it for the default, {default})")
     return value
+
+
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """A switch: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any case); ``default`` when unset or
+    empty. Raises :class:`EnvValueError` naming the variable for anything else (a typo must not read as off)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in TRUE or raw in FALSE:
+        return raw in TRUE
+    raise EnvValueError(f"{name}={raw!r} must be one of {', '.join(TRUE + FALSE)} (unset it for the default, {int(default)})")

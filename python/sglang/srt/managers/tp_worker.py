@@ -39,11 +39,11 @@ class TpModelWorker:
         logits = self.model_runner.forward(batch)
         if batch.mode is ForwardMode.TARGET_VERIFY:
             from sglang.srt.runtime_context import get_spec
-            from sglang.srt.speculative.verify import verify
+            from sglang.srt.speculative.verify import force_greedy, verify
 
             spec = get_spec()
             return verify(logits, batch.drafts, batch.samplers, spec.speculative_accept_threshold_single,  # type: ignore[return-value]
-                          spec.speculative_accept_threshold_acc, batch.draft_probs)
+                          spec.speculative_accept_threshold_acc, batch.draft_probs, force_greedy(spec.speculative_algorithm))
         n = len(batch.samplers)
         if logits.shape[0] > n:
             batch.input_logprobs = prompt_logprobs(logits[n:], batch)

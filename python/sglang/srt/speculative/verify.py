@@ -28,6 +28,14 @@ from typing import Any
 import torch
 
 from sglang.srt.layers.sampler import penalize_with, target_probs
+from sglang.utils.env import env_flag
+
+FORCE_GREEDY_ENV = "SGLANG_NGRAM_FORCE_GREEDY_VERIFY"  # upstream's switch: NGRAM verifies sampling requests greedily
+
+
+def force_greedy(algorithm: str | None) -> bool:
+    """Whether verify steps of ``algorithm`` walk greedily for every request (NGRAM with ``SGLANG_NGRAM_FORCE_GREEDY_VERIFY``)."""
+    return algorithm == "NGRAM" and env_flag(FORCE_GREEDY_ENV)
 
 
 def _logprob_info(logp: torch.Tensor, token: int, top_n: int) -> tuple[float, list[tuple[int, float]]]:
@@ -73,10 +81,12 @@ def grammar_prefix(drafts: list[int], s: Any) -> int:
 
 
 def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0,
-                 draft_probs: list[torch.Tensor] | None = None) -> tuple[list[int], list[Any]]:
+                 draft_probs: list[torch.Tensor] | None = None, force_greedy: bool = False) -> tuple[list[int], list[Any]]:
     """``rows`` [k+1, V] logits of one request's ``[root] + drafts`` -> (emitted tokens, logprob info per token or None).
 
     ``draft_probs``: the distribution each draft was sampled from (a draft model's), or None (deterministic drafts).
+    ``force_greedy`` (upstream's ``SGLANG_NGRAM_FORCE_GREEDY_VERIFY``): the greedy walk for sampling requests too,
+    which then emit the target's argmax (lossy by design: the request no longer samples while it speculates).
 
     Emits the accepted drafts and one more token (1 .. k+1 tokens). Does not change ``s`` (the caller
     observes the tokens it commits); draws from ``s.generator`` only when the request samples.
@@ -91,7 +101,7 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
         if s.grammar is not None:
             constrain_rows(rows, drafts, s)
     out: list[int] = []
-    if p.greedy:
+    if p.greedy or force_greedy:
         best = rows.max(-1).indices.tolist()
         for j in range(k + 1):
             if j == k or best[j] != drafts[j]:
@@ -128,9 +138,10 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
 
 
 def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], thr_single: float = 1.0,
-           thr_acc: float = 1.0, draft_probs: list[Any] | None = None) -> tuple[list[list[int]], list[list[Any]]]:
+           thr_acc: float = 1.0, draft_probs: list[Any] | None = None, force_greedy: bool = False) -> tuple[list[list[int]], list[list[Any]]]:
     """``logits`` [sum(1 + len(d)), V], request after request -> per request, its emitted tokens and their infos.
     ``draft_probs``: per request, the draft model's rows of its drafts or None (deterministic drafts); empty: all None.
+    ``force_greedy``: the greedy walk for every request with drafts (see :func:`accept_chain`).
 
     Requests without drafts go through the ordinary ``sample`` (grammar masks included), one batch.
     """
@@ -150,5 +161,6 @@ def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], t
     for i, d in enumerate(drafts):
         if d:
             probs = draft_probs[i] if draft_probs else None
-            tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc, probs)
+            tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc, probs,
+                                               force_greedy)
     return tokens, infos
