@@ -161,6 +161,14 @@ def test_committed_tokens_reach_the_prefix_cache(pair, greedy):
     _no_leak(spec)
 
 
+def test_a_typo_in_the_force_greedy_switch_stops_start_up(monkeypatch):
+    from sglang.utils.env import EnvValueError
+
+    monkeypatch.setenv("SGLANG_NGRAM_FORCE_GREEDY_VERIFY", "ture")
+    with pytest.raises(EnvValueError, match="SGLANG_NGRAM_FORCE_GREEDY_VERIFY='ture' must be one of"):
+        _build(speculative_algorithm="NGRAM", speculative_num_draft_tokens=8)  # the pair's own bags: nothing changes for it
+
+
 # -- constrained requests: masked verify rows, the same tokens -----------------------------------------------
 def test_a_constrained_request_speculates_and_emits_the_same_tokens(pair):
     plain, spec = pair

@@ -29,7 +29,7 @@ from sglang.srt.constrained.base_grammar_backend import GrammarError, can_rollba
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_spec
 from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, DraftState, fit_budget
-from sglang.srt.speculative.verify import grammar_prefix
+from sglang.srt.speculative.verify import force_greedy, grammar_prefix
 
 if TYPE_CHECKING:  # the scheduler owns this object and hands it its batches (no import back into managers)
     from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
@@ -100,9 +100,11 @@ class Speculator:
             from sglang.srt.speculative.standalone_worker import StandaloneSpeculator as cls
         else:  # check_server_args refuses the others first; this guards in-process builders
             raise ValueError(f"--speculative-algorithm {algo} is not implemented; use NGRAM or STANDALONE")
+        greedy = force_greedy(algo)  # read once at start-up: a typo in SGLANG_NGRAM_FORCE_GREEDY_VERIFY stops it here
         spec = cls(scheduler, check_finished, build_output)
         logger.info("speculative decoding: %s, up to %d tokens verified per request and step, off at %d running requests "
-                    "(the compute knee)", algo, spec.max_drafts() + 1, COMPUTE_KNEE)
+                    "(the compute knee)%s", algo, spec.max_drafts() + 1, COMPUTE_KNEE,
+                    "; sampling requests verified greedily (SGLANG_NGRAM_FORCE_GREEDY_VERIFY)" if greedy else "")
         return spec
 
     # -- what an algorithm provides ---------------------------------------------------------------------
