@@ -12,7 +12,7 @@ for _k in [k for k in os.environ if k.startswith("SGLANG_")]:
 # single, speculative == plain) are the exact arithmetic's: every engine a test starts computes the GGUF's
 # Q4 blocks in float32 unless the test unsets this. The default, the measured plan of
 # ``cpu_kernels/isa.py`` (int8 for some layers on some CPUs), has its own tests, which unset it
-# (tests/e2e/test_default_gguf_math.py, tests/integration/test_int8_kernels.py, tests/e2e/test_cli_platform.py).
+# (tests/e2e/test_default_gguf_math.py, tests/integration/test_integer_kernels.py, tests/e2e/test_cli_platform.py).
 os.environ["SGLANG_CPU_GGUF_MATH"] = "float32"
 
 

@@ -60,7 +60,7 @@ def kernels():
 @pytest.fixture(autouse=True)
 def exact_gguf_math(monkeypatch):
     # the float32 GGUF kernels (exact weights): these tests compare with dense float32 to its rounding;
-    # the int8 kernels (the default where measured faster) are tested in test_int8_kernels.py
+    # the int8 kernels (the default where measured faster) are tested in test_integer_kernels.py
     monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "float32")
 
 

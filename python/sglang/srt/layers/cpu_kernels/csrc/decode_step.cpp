@@ -29,6 +29,7 @@
 #include "packed_f32.h"
 #include "int8_linear.h"
 #include "int16_linear.h"
+#include "quant_linear.h"
 #include "lora_product.h"
 
 namespace {

@@ -1,0 +1,88 @@
+// The driver of the integer GGUF products (int8_linear.h, int16_linear.h): the activations quantized
+// once per call by A (I8Act / I16Act) on one thread (about 10 ns a block: a parallel region of its
+// own would add a second fork/join to every product), then groups of 8 output rows in parallel, each
+// serving the rows of x in balanced chunks of at most isa::kMaxRows (held in registers while one
+// unpacked weight block serves them all). Included by decode_step.cpp after both.
+#pragma once
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "isa_family.h"
+
+namespace {
+
+template <typename A, typename F>
+void quant_rows(const uint8_t* wg, const float* smg, const typename A::T* xq, const float* xd, const float* xs, float* y, int64_t M,
+                int64_t K, int64_t N, int64_t n0) {
+  switch (M) {
+    case 1: A::template group<1, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 2: A::template group<2, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 3: A::template group<3, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 4: A::template group<4, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+#if defined(SGLANG_ISA_AVX512_VNNI)
+    case 5: A::template group<5, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 6: A::template group<6, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 7: A::template group<7, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 8: A::template group<8, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+#endif
+    default: TORCH_CHECK(false, A::kName, " row chunk of ", M, " rows exceeds ", isa::kMaxRows);
+  }
+}
+
+// y = x @ W.T for float32 x [M, K] and a weight repacked in groups of 8 rows (N rows, G = ceil(N / 8) groups)
+template <typename A, typename F>
+at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
+  const at::Tensor x = x_in.contiguous();
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2, "the ", A::kName, " kernels take float32 x [M, K]");
+  const int64_t M = x.size(0), K = x.size(1), nb = K / 32, G = (N + 7) / 8;
+  TORCH_CHECK(M >= 1, "the ", A::kName, " kernels take at least one row");
+  TORCH_CHECK(K % 32 == 0 && N >= 1 && w.dim() == 2 && w.size(0) == G && w.size(1) == nb * F::kBytes && w.is_contiguous(),
+              "the ", A::kName, " kernels take x [M, K] against a repacked weight [", G, ", ", nb * F::kBytes, "] for K = ", K,
+              ", got ", w.sizes());
+  TORCH_CHECK(sm.scalar_type() == at::kFloat && sm.is_contiguous() && sm.numel() == G * nb * (F::kMin ? 16 : 8),
+              "the ", A::kName, " kernels' scales must be contiguous float32 [", G, ", ", nb, F::kMin ? ", 2, 8]" : ", 8]");
+  std::vector<typename A::T> xq(M * K);
+  std::vector<float> xd(M * nb), xs(M * nb);
+  const float* xp = x.data_ptr<float>();
+  for (int64_t i = 0; i < M * nb; ++i) A::quantize(xp + i * 32, xq.data() + i * 32, &xd[i], &xs[i]);
+  at::Tensor y = at::empty({M, N}, x.options());
+  float* yp = y.data_ptr<float>();
+  const uint8_t* wp = static_cast<const uint8_t*>(w.data_ptr());
+  const float* sp = sm.data_ptr<float>();
+  const int64_t chunks = (M + isa::kMaxRows - 1) / isa::kMaxRows;
+  at::parallel_for(0, G, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const uint8_t* wg = wp + g * nb * F::kBytes;
+      const float* smg = sp + g * nb * (F::kMin ? 16 : 8);
+      for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
+        const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
+        quant_rows<A, F>(wg, smg, xq.data() + m0 * K, xd.data() + m0 * nb, xs.data() + m0 * nb, yp + m0 * N, m1 - m0, K, N, g * 8);
+        m0 = m1;
+      }
+    }
+  });
+  return y;
+}
+
+at::Tensor q4_linear_i8(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
+  TORCH_CHECK(w.scalar_type() == at::kByte, "a repacked Q4 weight is uint8");
+  return quant_linear<I8Act, Q4I8>(x, w, sm, N);
+}
+
+at::Tensor q8_linear_i8(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
+  TORCH_CHECK(w.scalar_type() == at::kChar, "a repacked Q8_0 weight is int8");
+  return quant_linear<I8Act, Q8I8>(x, w, sm, N);
+}
+
+at::Tensor q4_linear_i16(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
+  TORCH_CHECK(w.scalar_type() == at::kByte, "a repacked Q4 weight is uint8");
+  return quant_linear<I16Act, Q4I16>(x, w, sm, N);
+}
+
+at::Tensor q8_linear_i16(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
+  TORCH_CHECK(w.scalar_type() == at::kChar, "a repacked Q8_0 weight is int8");
+  return quant_linear<I16Act, Q8I16>(x, w, sm, N);
+}
+
+}  // namespace
