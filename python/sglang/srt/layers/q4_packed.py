@@ -9,8 +9,9 @@ A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
   computes each weight as ``fma(scale, q, mn)`` in float32, which is exactly
   the value the gguf package dequantizes, so only the summation order differs
   from the dense float32 product.
-- float32 models with ``SGLANG_CPU_GGUF_MATH=int8``: the blocks repacked in groups of 8 output rows
-  (``pack_i8``, ``pack_q8_i8``) for the int8 kernels ``q4_linear_i8`` / ``q8_linear_i8``.
+- float32 models on an integer arithmetic: the blocks repacked in groups of 8 output rows
+  (``pack_i8``, ``pack_q8_i8``) for the integer kernels: ``q4_linear_i8`` / ``q8_linear_i8`` and, on the same
+  tensors, ``q4_linear_i16`` / ``q8_linear_i16`` (``SGLANG_CPU_GGUF_MATH`` ``mixed``, ``mixed16``, ``int8``).
 
 Which layer uses which is decided in one place: ``weight_format``.
 """
