@@ -10,10 +10,11 @@ interpreter ``$LLAMA_CPP_PYTHON`` names).
 Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored.
 
 Getting the anchor: ``python -m venv V && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
--DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" V/bin/pip install "llama-cpp-python[server]"`` (add
-``-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON`` on a CPU with them), then ``LLAMA_CPP_PYTHON=V/bin/python``. A
-``-DGGML_NATIVE=ON`` build was reported (issue 27) to fault in ``libggml-cpu`` on its first request on an
-AMX Xeon; the issue advises the explicit flags above (not built in the session that wrote this).
+-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" V/bin/pip install "llama-cpp-python[server]==0.3.36"`` (add
+``-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON`` on a CPU with them), then
+``LLAMA_CPP_PYTHON=V/bin/python``. A ``-DGGML_NATIVE=ON`` build was reported (issue 27) to fault in
+``libggml-cpu`` on its first request on an AMX Xeon, hence the explicit flags; docs/benchmarks.md's runs used
+builds made this way on both EPYCs (7-25 minutes on two cores).
 """
 
 from __future__ import annotations
