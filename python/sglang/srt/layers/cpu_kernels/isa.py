@@ -145,13 +145,13 @@ class Measured:
 # is the fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted
 # as printed. docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
-    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.12x / 1.22x /
-    # 1.25x / 1.11x mixed at 1 / 4 / 32 / 128 rows and within 4% of int8 at 1 and 4 rows (int8 is under the quality
-    # bar): mixed16 wins every bucket
+    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
+    # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):
+    # mixed16 wins every bucket
     "avx512_vnni": (
         Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
-                 ms={"float32": (7.6, 14.1, 87.3, 298.3), "mixed": (6.5, 10.5, 65.1, 221.9), "mixed16": (5.8, 8.6, 51.9, 199.7),
-                     "int8": (5.6, 8.5, 43.3, 160.4)}),
+                 ms={"float32": (8.9, 17.4, 78.1, 382.6), "mixed": (7.8, 14.0, 59.1, 267.8), "mixed16": (6.7, 11.5, 49.6, 185.3),
+                     "int8": (6.6, 10.4, 41.4, 158.1)}),
     ),
     # mixed16 is not timed on the AVX2-only EPYC yet (its family's int16 products are vpmaddwd + vpaddd), so that
     # CPU keeps mixed; the avx2 family forced on the AVX-512 EPYC measured mixed16 1.05-1.12x faster than mixed

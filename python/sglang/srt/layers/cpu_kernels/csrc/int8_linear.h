@@ -134,6 +134,7 @@ void i8_group(const uint8_t* wg, const float* smg, const int8_t* xq, const float
 struct I8Act {
   using T = int8_t;
   static constexpr const char* kName = "int8";
+  static constexpr int kMaxRows = isa::kMaxRows;  // rows of x one unpacked weight block serves from registers
   static void quantize(const float* x, T* q, float* d, float* s) { quantize_block32(x, q, d, s); }
   template <int M, typename F>
   static void group(const uint8_t* wg, const float* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,

@@ -1,7 +1,7 @@
 // The driver of the integer GGUF products (int8_linear.h, int16_linear.h): the activations quantized
 // once per call by A (I8Act / I16Act) on one thread (about 10 ns a block: a parallel region of its
 // own would add a second fork/join to every product), then groups of 8 output rows in parallel, each
-// serving the rows of x in balanced chunks of at most isa::kMaxRows (held in registers while one
+// serving the rows of x in balanced chunks of at most A::kMaxRows (held in registers while one
 // unpacked weight block serves them all). Included by decode_step.cpp after both.
 #pragma once
 #include <ATen/Parallel.h>
@@ -12,21 +12,29 @@
 
 namespace {
 
+template <int M, typename A, typename F>
+inline void quant_group(const uint8_t* wg, const float* smg, const typename A::T* xq, const float* xd, const float* xs, float* y,
+                        int64_t K, int64_t N, int64_t n0) {
+  if constexpr (M <= A::kMaxRows) {
+    A::template group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
+  } else {
+    TORCH_CHECK(false, A::kName, " row chunk of ", M, " rows exceeds ", A::kMaxRows);
+  }
+}
+
 template <typename A, typename F>
 void quant_rows(const uint8_t* wg, const float* smg, const typename A::T* xq, const float* xd, const float* xs, float* y, int64_t M,
                 int64_t K, int64_t N, int64_t n0) {
   switch (M) {
-    case 1: A::template group<1, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 2: A::template group<2, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 3: A::template group<3, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 4: A::template group<4, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-#if defined(SGLANG_ISA_AVX512_VNNI)
-    case 5: A::template group<5, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 6: A::template group<6, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 7: A::template group<7, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-    case 8: A::template group<8, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
-#endif
-    default: TORCH_CHECK(false, A::kName, " row chunk of ", M, " rows exceeds ", isa::kMaxRows);
+    case 1: quant_group<1, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 2: quant_group<2, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 3: quant_group<3, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 4: quant_group<4, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 5: quant_group<5, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 6: quant_group<6, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 7: quant_group<7, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    case 8: quant_group<8, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
+    default: TORCH_CHECK(false, A::kName, " row chunk of ", M, " rows exceeds ", A::kMaxRows);
   }
 }
 
@@ -50,7 +58,7 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   float* yp = y.data_ptr<float>();
   const uint8_t* wp = static_cast<const uint8_t*>(w.data_ptr());
   const float* sp = sm.data_ptr<float>();
-  const int64_t chunks = (M + isa::kMaxRows - 1) / isa::kMaxRows;
+  const int64_t chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
   at::parallel_for(0, G, 8, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const uint8_t* wg = wp + g * nb * F::kBytes;
