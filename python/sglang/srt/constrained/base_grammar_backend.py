@@ -63,6 +63,14 @@ class BaseGrammarObject(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot roll back accepted tokens")
 
 
+def accept_committed(grammar: BaseGrammarObject, token: int, constraint: Constraint | None) -> None:
+    """Advance ``grammar`` by a token the engine committed; the sampler masked it, so a refusal is a backend fault
+    and fails the request (:class:`GrammarError` naming the constraint kind). Who calls: the scheduler and the
+    speculative commit."""
+    if not grammar.accept_token(token):
+        raise GrammarError(f"token {token} breaks the request's {constraint[0] if constraint else 'grammar'} constraint")
+
+
 def can_rollback(grammar: BaseGrammarObject) -> bool:
     """Whether ``grammar``'s class implements :meth:`BaseGrammarObject.rollback` (speculative decoding needs it)."""
     return type(grammar).rollback is not BaseGrammarObject.rollback

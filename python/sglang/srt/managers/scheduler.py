@@ -25,7 +25,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import fail_fast
-from sglang.srt.constrained.base_grammar_backend import GrammarError
+from sglang.srt.constrained.base_grammar_backend import GrammarError, accept_committed
 from sglang.srt.layers.sampler import RequestSampler
 from sglang.srt.lora.messages import LoRAUpdateOutput, LoRAUpdateReq
 from sglang.srt.managers.grammar_queue import GrammarQueue
@@ -319,8 +319,8 @@ class Scheduler(FaultContainment, KVPages):
         req.output_ids.append(tok)
         req.pending.append(tok)
         grammar = req.sampler.grammar
-        if grammar is not None and not grammar.accept_token(tok):
-            raise GrammarError(f"token {tok} breaks the request's {req.params.constraint[0]} constraint")  # type: ignore[index]
+        if grammar is not None:
+            accept_committed(grammar, tok, req.params.constraint)
         if info is not None:
             req.pending_logprobs.append(info)
         if self.disagg is not None and batch.mode is ForwardMode.EXTEND and self.disagg.after_first_token(req, tok, info):

@@ -28,6 +28,7 @@ class TpModelWorker:
         self.model_runner = ModelRunner(server_args, gpu_id, tp_rank, server_args.tp_size, dist_init)
         self.max_total_tokens = self.model_runner.max_total_tokens
         self.context_length = self.model_runner.context_length
+        self._verify_greedy: bool | None = None  # SGLANG_NGRAM_FORCE_GREEDY_VERIFY for this server, read at its first verify
 
     def forward_batch_generation(self, batch: ModelWorkerBatch) -> tuple[list[int | None], list[Any]]:
         """Run one forward; sample a token for every request that has a sampler.
@@ -42,8 +43,10 @@ class TpModelWorker:
             from sglang.srt.speculative.verify import force_greedy, verify
 
             spec = get_spec()
+            if self._verify_greedy is None:  # checked at start-up by the scheduler's Speculator; not per step
+                self._verify_greedy = force_greedy(spec.speculative_algorithm)
             return verify(logits, batch.drafts, batch.samplers, spec.speculative_accept_threshold_single,  # type: ignore[return-value]
-                          spec.speculative_accept_threshold_acc, batch.draft_probs, force_greedy(spec.speculative_algorithm))
+                          spec.speculative_accept_threshold_acc, batch.draft_probs, self._verify_greedy)
         n = len(batch.samplers)
         if logits.shape[0] > n:
             batch.input_logprobs = prompt_logprobs(logits[n:], batch)

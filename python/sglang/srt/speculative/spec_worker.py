@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sglang.srt.constrained.base_grammar_backend import GrammarError, can_rollback
+from sglang.srt.constrained.base_grammar_backend import accept_committed, can_rollback
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_spec
 from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, DraftState, fit_budget
@@ -220,8 +220,8 @@ class Speculator:
             req.output_ids.append(t)
             req.pending.append(t)
             req.sampler.observe(t)
-            if grammar is not None and not grammar.accept_token(t):  # the verify masked every row: a backend fault
-                raise GrammarError(f"token {t} breaks the request's {req.params.constraint[0]} constraint")  # type: ignore[index]
+            if grammar is not None:
+                accept_committed(grammar, t, req.params.constraint)
             if info is not None:
                 req.pending_logprobs.append(info)
             n += 1
