@@ -11,7 +11,7 @@ import torch
 
 from sglang.srt.layers.sampler import RequestSampler, target_probs
 from sglang.srt.sampling.sampling_params import SamplingParams
-from sglang.srt.speculative.draft_policy import PROBE_EVERY, DraftState, best_k, expected_tokens, fit_budget
+from sglang.srt.speculative.draft_policy import PROBE_EVERY, DraftState, MatchAcceptance, best_k, expected_tokens, fit_budget
 from sglang.srt.speculative.ngram_store import NgramStore
 from sglang.srt.speculative.verify import accept_chain, verify
 
@@ -241,6 +241,32 @@ def test_draft_state_backs_off_then_probes():
     for _ in range(20):
         st.update(6, 6)
     assert st.want(8) >= 4
+
+
+def test_match_length_is_the_longest_window_that_occurred_before():
+    s = NgramStore(1, 4)
+    s.add("a", [1, 2, 3, 9, 2, 3])
+    assert s.match_length("a") == 2  # "2 3" occurred before (followed by 9); "9 2 3" did not
+    s.extend("a", [9])
+    assert s.match_length("a") == 3  # "2 3 9" occurred before (followed by 2); "9 2 3 9" did not
+    assert s.match_length("b") == 0
+    s.add("c", [7, 8])
+    assert s.match_length("c") == 0  # nothing ending "7 8" occurred before
+
+
+def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less():
+    m = MatchAcceptance()
+    assert m.rate(1) < m.rate(2) < m.rate(9)  # the measured priors
+    assert MatchAcceptance.bucket(0) == MatchAcceptance.bucket(1) and MatchAcceptance.bucket(12) == MatchAcceptance.bucket(100)
+    st = DraftState()
+    assert st.want(5, m.rate(1)) < st.want(5, m.rate(12))  # the same request drafts longer after a longer match
+    for _ in range(30):
+        m.update(12, 5, 0)  # long matches that never hold (a request that rewrites, not copies)
+        m.update(1, 1, 1)
+    assert m.rate(12) < 0.1 and m.rate(1) > 0.9 and m.rate(3) == MatchAcceptance().rate(3)  # other buckets untouched
+    assert st.want(5, m.rate(12)) == 0 and st.want(5, m.rate(1)) > 0
+    m.update(12, 0, 0)  # no drafts: nothing learned
+    assert m.rate(12) < 0.1
 
 
 def test_fit_budget_cuts_the_longest_first_and_stops_at_the_knee():

@@ -85,12 +85,21 @@ class NgramStore:
         self.seqs.clear()
 
     def _longest(self, context: list[int]) -> _Entry | None:
+        return self._match(context)[0]
+
+    def _match(self, context: list[int]) -> tuple[_Entry | None, int]:
+        """The entry of the longest indexed window ending ``context``, and that window's length (0: none)."""
         for n in reversed(self.windows):
             if n <= len(context):
                 e = self.entries.get(tuple(context[-n:]))
                 if e is not None:
-                    return e
-        return None
+                    return e, n
+        return None, 0
+
+    def match_length(self, rid: str) -> int:
+        """The length of the longest indexed window that ends ``rid``'s sequence and occurred before (0: none)."""
+        seq = self.seqs.get(rid)
+        return self._match(seq)[1] if seq else 0
 
     def draft(self, rid: str, k: int) -> list[int]:
         """Up to ``min(k, max_depth)`` tokens likely to follow ``rid``'s sequence; empty when nothing matches."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.runtime_context import get_spec
+from sglang.srt.speculative.draft_policy import MatchAcceptance
 from sglang.srt.speculative.ngram_store import ENTRY_BYTES, NgramStore
 from sglang.srt.speculative.spec_worker import Speculator
 
@@ -32,6 +33,19 @@ class NgramSpeculator(Speculator):
                 "NGRAM store: at most %d n-gram entries (about %d MiB; SGLANG_SPEC_NGRAM_MAX_MB), below "
                 "--speculative-ngram-capacity %d", self.store.capacity, self.store.capacity * ENTRY_BYTES >> 20, spec.speculative_ngram_capacity)
 
+        self.matches = MatchAcceptance()  # kept across /flush_cache: what it learns is about the model, not the cache
+
+    def want(self, req: Req, k_max: int) -> int:
+        """No drafts without a match; else the draft length for this request's acceptance and its match's length."""
+        self._sync(req)
+        n = self.store.match_length(req.rid)
+        req.spec.match_len = n
+        return req.spec.state.want(k_max, self.matches.rate(n)) if n else 0
+
+    def learn(self, req: Req, proposed: int, verified: int) -> None:
+        super().learn(req, proposed, verified)
+        self.matches.update(req.spec.match_len, proposed, verified)
+
     def flush(self) -> None:
         super().flush()
         self.store.clear()
@@ -49,8 +63,7 @@ class NgramSpeculator(Speculator):
         for r, k in zip(reqs, ks):
             d: list[int] = []
             if k:
-                self._sync(r)
-                d = self.store.draft(r.rid, k)
+                d = self.store.draft(r.rid, k)  # want() synced the store
                 if d and not self.sched._ensure_pages(r, r.kv_len + 1 + len(d)):
                     d = []  # no KV pages for the drafts: this request decodes plainly this step
             drafts.append(d)

@@ -63,6 +63,7 @@ class ReqSpec:
     draft_pages: Any = None
     draft_base: int = 0
     draft_k: int = 0
+    match_len: int = 0  # NGRAM: the length of the match this step's drafts continue
 
     def meta(self, completion_tokens: int) -> dict[str, Any]:
         """Upstream's names and their newer aliases."""
@@ -120,6 +121,10 @@ class Speculator:
         """Per request at most ``ks[i]`` drafts with KV pages for them, and per request the draft's probability
         rows (one ``[V]`` tensor per draft, for rejection sampling) or None (deterministic drafts)."""
         raise NotImplementedError
+
+    def learn(self, req: Req, proposed: int, verified: int) -> None:
+        """After a verify: ``verified`` of ``req``'s ``proposed`` drafts matched the target (before finish checks)."""
+        req.spec.state.update(proposed, verified)
 
     def committed(self, req: Req, proposed: int, accepted: int) -> None:
         """After a verify committed ``accepted`` of ``req``'s ``proposed`` drafts (before a finished request is released)."""
@@ -235,7 +240,7 @@ class Speculator:
         sp = req.spec
         sp.proposed += len(drafts)
         sp.accepted += accepted
-        sp.state.update(len(drafts), len(toks) - 1)
+        self.learn(req, len(drafts), len(toks) - 1)
         sp.histogram.extend([0] * (accepted + 1 - len(sp.histogram)))
         sp.histogram[accepted] += 1
         self.tokens += n
