@@ -67,7 +67,7 @@ def test_multibyte_text_streams_exactly(engine):
 def test_streaming_deltas_add_up_to_the_full_text(engine):
     full = engine.generate("Count: one, two,", {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True})
     chunks = list(engine.generate("Count: one, two,", {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}, stream=True))
-    assert len(chunks) > 1 and "".join(c["delta"] for c in chunks) == full["text"] == chunks[-1]["text"]
+    assert len(chunks) >= 8 and "".join(c["delta"] for c in chunks) == full["text"] == chunks[-1]["text"]  # token by token
 
 
 def test_async_generate_equals_sync(engine):
@@ -76,10 +76,10 @@ def test_async_generate_equals_sync(engine):
     async def both():
         one = await engine.async_generate("Hello there,", GREEDY)
         parts = [c["delta"] async for c in await engine.async_generate("Hello there,", GREEDY, stream=True)]
-        return one, "".join(parts)
+        return one, parts
 
-    one, streamed = asyncio.run(both())
-    assert one["text"] == sync["text"] == streamed
+    one, parts = asyncio.run(both())
+    assert one["text"] == sync["text"] == "".join(parts) and len(parts) > 2  # streamed as it is generated
 
 
 def test_a_caller_cancelled_while_its_request_is_being_submitted_leaves_nothing_running(engine):

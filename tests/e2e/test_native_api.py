@@ -71,6 +71,8 @@ def test_streaming_generate_as_bench_serving_drives_it_then_internal_states(serv
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))  # cumulative text, as upstream streams it
     last = chunks[-1]["meta_info"]
     assert last["completion_tokens"] == 24 and last["finish_reason"]["type"] == "length" and last["e2e_latency"] > 0
+    # a streaming request is sent every step (--stream-interval 1), one that does not stream when it ends
+    assert [c["meta_info"]["completion_tokens"] for c in chunks] == list(range(1, 25))
     assert {"id", "prompt_tokens", "cached_tokens"} <= set(last)
     status, info = call(server, "/get_server_info")
     assert status == 200 and info["version"] and info["model_path"] and info["dtype"] == "float32"

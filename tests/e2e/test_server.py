@@ -66,6 +66,7 @@ def test_streaming_chat_ends_with_a_usage_chunk(client):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == full
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 16
+    assert sum(bool(c.choices and c.choices[0].delta.content) for c in chunks) >= 8  # token by token (--stream-interval 1)
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
 
 

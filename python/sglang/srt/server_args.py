@@ -78,6 +78,9 @@ class ServerArgs:
     chunked_prefill_size: int | None = arg(None, Arg("most prompt tokens prefilled per step (-1: no chunking)", resolvable=True), NS("schedule"))
     schedule_policy: str = arg("fcfs", Arg("order of waiting requests", choices=("fcfs", "lpm"), resolvable=True), NS("schedule"))
     disable_radix_cache: bool = arg(False, Arg("turn the prefix cache off", resolvable=True), NS("schedule"))
+    stream_interval: int = arg(1, Arg("tokens a streaming request's chunks carry at least (upstream's flag; its first token goes out at "
+                                      "once): larger cuts the serving processes' cost per token; a request that does not stream "
+                                      "gets its tokens when it finishes, or every 50"), NS("schedule"))
     # -- speculative decoding (upstream's flags; resolved values are read through get_spec()) ----------------------------
     speculative_algorithm: str | None = arg(None, Arg("speculative decoding: NGRAM (drafts from an n-gram store of prompts and outputs, no draft "
                                                       "model); STANDALONE (a draft model, --speculative-draft-model-path); EAGLE, EAGLE3 and NEXTN "

@@ -65,6 +65,7 @@ def check_server_args(sa: Any) -> None:
     if sa.chunked_prefill_size is not None:
         _need(sa.chunked_prefill_size == -1 or sa.chunked_prefill_size >= sa.page_size,
               f"--chunked-prefill-size must be -1 (off) or at least --page-size {sa.page_size}, got {sa.chunked_prefill_size}")
+    _need(sa.stream_interval >= 1, f"--stream-interval must be >= 1, got {sa.stream_interval}")
     if sa.context_length is not None:
         _need(sa.context_length >= 1, f"--context-length must be >= 1, got {sa.context_length}")
     _need(sa.torch_compile_max_bs >= 1, f"--torch-compile-max-bs must be >= 1, got {sa.torch_compile_max_bs}")

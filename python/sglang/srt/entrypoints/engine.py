@@ -41,8 +41,8 @@ class _Submission:
 
     def __init__(self, tm: TokenizerManager, prompt: str | None, sampling_params: dict[str, Any] | None,
                  input_ids: list[int] | None, rid: str | None, bootstrap: dict[str, Any] | None = None,
-                 lora_path: str | None = None) -> None:
-        self.tm, self.args = tm, (prompt, sampling_params, input_ids, False, rid, bootstrap, lora_path)
+                 lora_path: str | None = None, stream: bool = False) -> None:
+        self.tm, self.args = tm, (prompt, sampling_params, input_ids, stream, rid, bootstrap, lora_path)
         self.lock = threading.Lock()
         self.state: ReqState | None = None
         self.gone = False
@@ -327,7 +327,7 @@ class Engine(Closing):
         """Async ``generate``, the same arguments; with ``stream=True`` (single prompt) returns an async iterator."""
         tm = self._tm()
         reqs, batch = from_call("async_generate", locals(), tm.states, tm.controller.dp_size)
-        states = [self._attach(st) for st in self._submit_all(tm, reqs)]
+        states = [self._attach(st) for st in self._submit_all(tm, reqs, stream)]
         if stream:
             return self.stream_request(states[0])
         try:
@@ -340,20 +340,22 @@ class Engine(Closing):
         return [self._result(st) for st in states] if batch else self._result(states[0])
 
     def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
-                     input_ids: list[int] | None = None, lora_path: str | None = None) -> ReqState:
-        """Submit one request from inside a running event loop (tokenizes on the loop's thread)."""
-        return self._attach(self._tm().submit(prompt, sampling_params, input_ids, lora_path=lora_path))
+                     input_ids: list[int] | None = None, lora_path: str | None = None, stream: bool = False) -> ReqState:
+        """Submit one request from inside a running event loop (tokenizes on the loop's thread). ``stream``: its
+        tokens are sent on every step (else on finishing, or every ``FORCE_STREAM_INTERVAL`` tokens)."""
+        return self._attach(self._tm().submit(prompt, sampling_params, input_ids, stream, lora_path=lora_path))
 
     async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                             input_ids: list[int] | None = None, rid: str | None = None,
-                            bootstrap: dict[str, Any] | None = None, lora_path: str | None = None) -> ReqState:
+                            bootstrap: dict[str, Any] | None = None, lora_path: str | None = None,
+                            stream: bool = False) -> ReqState:
         """``open_request`` with validation and tokenization in a worker thread (the HTTP server's path):
         a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it);
         ``bootstrap`` (``host``, ``port``, ``room``) pairs it with a prefill server (``--disaggregation-mode``)."""
         tm = self._tm()
         if rid is not None and rid in tm.states:
             raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
-        submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap, lora_path)
+        submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap, lora_path, stream)
         try:
             return self._attach(await asyncio.to_thread(submit.run))
         except asyncio.CancelledError:

@@ -103,7 +103,8 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
         states = []
         try:
             for i, ((text, ids, params, rid), lora) in enumerate(zip(items, req.lora_paths())):
-                states.append(await engine.aopen_request(text, params, ids, rid=rid, bootstrap=_bootstrap(req, i), lora_path=lora))
+                states.append(await engine.aopen_request(text, params, ids, rid=rid, bootstrap=_bootstrap(req, i), lora_path=lora,
+                                                              stream=bool(req.stream)))
         except BaseException:
             for st in states:  # a later prompt was refused: the earlier ones must not run on
                 tm.abort(st.rid)

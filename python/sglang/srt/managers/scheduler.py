@@ -31,6 +31,7 @@ from sglang.srt.lora.messages import LoRAUpdateOutput, LoRAUpdateReq
 from sglang.srt.managers.grammar_queue import GrammarQueue
 from sglang.srt.managers.io_struct import (
     AbortReq,
+    BatchTokenIDOut,
     FlushCacheReq,
     ProfileReq,
     SchedulerError,
@@ -89,7 +90,8 @@ class Scheduler(FaultContainment, KVPages):
         self.lora = runner.lora_manager  # None without --enable-lora
         from sglang.srt.speculative.spec_worker import Speculator
 
-        self.spec = Speculator.create(self, check_finished, build_output)  # None unless --speculative-algorithm
+        self.stream_interval = get_schedule().stream_interval
+        self.spec = Speculator.create(self, check_finished, self.build_output)  # None unless --speculative-algorithm
 
     # -- requests in -------------------------------------------------------------
     def handle(self, msg: Any) -> None:
@@ -302,9 +304,13 @@ class Scheduler(FaultContainment, KVPages):
                 self.fail_request(req, exc)
                 continue
             done.append(req)
-        out = build_output(done)
+        out = self.build_output(done)
         if out is not None:
             self.outbox.append(out)
+
+    def build_output(self, reqs: list[Req]) -> BatchTokenIDOut | None:
+        """The step's output message: the unsent tokens of those of ``reqs`` that are due (``scheduler_output.due``)."""
+        return build_output(reqs, self.stream_interval)
 
     def _advance(self, batch: ScheduleBatch, req: Req, n: int, tok: int | None, info: Any) -> None:
         req.kv_len += n

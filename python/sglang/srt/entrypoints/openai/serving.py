@@ -159,7 +159,7 @@ class OpenAIServing:
                     if req.seed is not None and req.n > 1:
                         p["seed"] = (req.seed + i + 2**63) % 2**64 - 2**63  # stays an int64
                     states.append(await self.engine.aopen_request(input_ids=ids, sampling_params=p, bootstrap=_bootstrap(req, len(states)),
-                                                                  lora_path=adapter))
+                                                                  lora_path=adapter, stream=bool(req.stream)))
         except BaseException:
             for st in states:  # a later choice was refused: the earlier ones must not run on
                 self.engine.tokenizer_manager.abort(st.rid)
