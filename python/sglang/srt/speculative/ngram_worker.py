@@ -12,12 +12,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.runtime_context import get_spec
-from sglang.srt.speculative.draft_policy import MatchAcceptance
+from sglang.srt.speculative.draft_policy import DraftState, MatchAcceptance
 from sglang.srt.speculative.ngram_store import ENTRY_BYTES, NgramStore
 from sglang.srt.speculative.spec_worker import Speculator
 
 if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
+
+
+def ngram_want(store: NgramStore, matches: MatchAcceptance, rid: str, state: DraftState, k_max: int) -> tuple[int, int]:
+    """(drafts to ask for, the match's length) for request ``rid`` this step: none without a match, else the draft
+    length for the request's acceptance and its match's (``DraftState.want``). Who calls: the speculator, and
+    ``bench/spec_replay.py``, which replays recorded answers through this same rule."""
+    n = store.match_length(rid)
+    return (state.want(k_max, matches.rate(n)) if n else 0), n
 
 
 class NgramSpeculator(Speculator):
@@ -36,11 +44,9 @@ class NgramSpeculator(Speculator):
         self.matches = MatchAcceptance()  # kept across /flush_cache: what it learns is about the model, not the cache
 
     def want(self, req: Req, k_max: int) -> int:
-        """No drafts without a match; else the draft length for this request's acceptance and its match's length."""
         self._sync(req)
-        n = self.store.match_length(req.rid)
-        req.spec.match_len = n
-        return req.spec.state.want(k_max, self.matches.rate(n)) if n else 0
+        k, req.spec.match_len = ngram_want(self.store, self.matches, req.rid, req.spec.state, k_max)
+        return k
 
     def learn(self, req: Req, proposed: int, verified: int) -> None:
         super().learn(req, proposed, verified)
