@@ -107,7 +107,7 @@ struct KernelSpec {
   std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "q4_i16", "int4_bf16", "q8_f32", "q8_i8", "q8_i16", "int8_rows"
   at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4/q8_i8 and _i16: 8-row groups
   at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N];
-                       // q4_i8/q4_i16: [N/8, K/32, 2, 8]; q8_i8/q8_i16: [N/8, K/32, 8]
+                       // q4_i8/q4_i16: float16 [N/8, K/32, 2, 8]; q8_i8/q8_i16: float16 [N/8, K/32, 8]
   int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
   int64_t out_features = 0, in_features = 0;
 

@@ -68,7 +68,7 @@ inline __m256i bcast_pair(const int16_t* p) {
 
 // y[m, 8 rows of group grp] for M rows of int16 x (xq [M, K], xd/xs [M, nb])
 template <int M, typename F>
-void i16_group(const uint8_t* wg, const float* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
+void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
                int64_t N, int64_t n0) {
   const int64_t nb = K / 32;
   __m256 acc[M], macc[M];
@@ -86,8 +86,8 @@ void i16_group(const uint8_t* wg, const float* smg, const int16_t* xq, const flo
         sc[m] = isa::dot_i16(sc[m], c, bcast_pair(xb + 2));
       }
     }
-    const float* s = smg + b * (F::kMin ? 16 : 8);
-    const __m256 dw = _mm256_loadu_ps(s);
+    const uint16_t* s = smg + b * (F::kMin ? 16 : 8);
+    const __m256 dw = load_f16x8(s);
     for (int m = 0; m < M; ++m) scale_into<F::kMin>(_mm256_add_epi32(sa[m], sc[m]), s, dw, xd[m * nb + b], xs[m * nb + b], acc[m], macc[m]);
   }
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
@@ -102,7 +102,7 @@ struct I16Act {
   static constexpr int kMaxRows = 4;
   static void quantize(const float* x, T* q, float* d, float* s) { quantize_block32_i16(x, q, d, s); }
   template <int M, typename F>
-  static void group(const uint8_t* wg, const float* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
+  static void group(const uint8_t* wg, const uint16_t* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {
     i16_group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
   }

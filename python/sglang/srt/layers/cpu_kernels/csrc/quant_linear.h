@@ -13,7 +13,7 @@
 namespace {
 
 template <int M, typename A, typename F>
-inline void quant_group(const uint8_t* wg, const float* smg, const typename A::T* xq, const float* xd, const float* xs, float* y,
+inline void quant_group(const uint8_t* wg, const uint16_t* smg, const typename A::T* xq, const float* xd, const float* xs, float* y,
                         int64_t K, int64_t N, int64_t n0) {
   if constexpr (M <= A::kMaxRows) {
     A::template group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
@@ -23,7 +23,7 @@ inline void quant_group(const uint8_t* wg, const float* smg, const typename A::T
 }
 
 template <typename A, typename F>
-void quant_rows(const uint8_t* wg, const float* smg, const typename A::T* xq, const float* xd, const float* xs, float* y, int64_t M,
+void quant_rows(const uint8_t* wg, const uint16_t* smg, const typename A::T* xq, const float* xd, const float* xs, float* y, int64_t M,
                 int64_t K, int64_t N, int64_t n0) {
   switch (M) {
     case 1: quant_group<1, A, F>(wg, smg, xq, xd, xs, y, K, N, n0); break;
@@ -48,8 +48,8 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   TORCH_CHECK(K % 32 == 0 && N >= 1 && w.dim() == 2 && w.size(0) == G && w.size(1) == nb * F::kBytes && w.is_contiguous(),
               "the ", A::kName, " kernels take x [M, K] against a repacked weight [", G, ", ", nb * F::kBytes, "] for K = ", K,
               ", got ", w.sizes());
-  TORCH_CHECK(sm.scalar_type() == at::kFloat && sm.is_contiguous() && sm.numel() == G * nb * (F::kMin ? 16 : 8),
-              "the ", A::kName, " kernels' scales must be contiguous float32 [", G, ", ", nb, F::kMin ? ", 2, 8]" : ", 8]");
+  TORCH_CHECK(sm.scalar_type() == at::kHalf && sm.is_contiguous() && sm.numel() == G * nb * (F::kMin ? 16 : 8),
+              "the ", A::kName, " kernels' scales must be contiguous float16 [", G, ", ", nb, F::kMin ? ", 2, 8]" : ", 8]");
   std::vector<typename A::T> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
   const float* xp = x.data_ptr<float>();
@@ -57,12 +57,12 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   at::Tensor y = at::empty({M, N}, x.options());
   float* yp = y.data_ptr<float>();
   const uint8_t* wp = static_cast<const uint8_t*>(w.data_ptr());
-  const float* sp = sm.data_ptr<float>();
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(sm.data_ptr<at::Half>());
   const int64_t chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
   at::parallel_for(0, G, 8, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const uint8_t* wg = wp + g * nb * F::kBytes;
-      const float* smg = sp + g * nb * (F::kMin ? 16 : 8);
+      const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
       for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
         const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
         quant_rows<A, F>(wg, smg, xq.data() + m0 * K, xd.data() + m0 * nb, xs.data() + m0 * nb, yp + m0 * N, m1 - m0, K, N, g * 8);
