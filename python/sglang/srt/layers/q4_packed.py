@@ -19,9 +19,13 @@ Which layer uses which is decided in one place: ``weight_format``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from sglang.utils.hugepages import Arena
 
 GROUP = 32
 
@@ -98,6 +102,10 @@ def pack_f32(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[to
     return nib, torch.stack([scale, mn], dim=-1).float().contiguous()
 
 
+def _place(t: torch.Tensor, arena: Arena | None) -> torch.Tensor:
+    return t if arena is None else arena.take(t)
+
+
 def _as_f16(t: torch.Tensor, what: str) -> torch.Tensor:
     """``t`` in float16, which must hold it exactly: GGUF stores Q4/Q8_0 scales and Q4_1 mins in float16, and a
     Q4_0 min (-8 x scale) stays exact unless it overflows."""
@@ -114,12 +122,12 @@ def _groups_of_8(t: torch.Tensor) -> torch.Tensor:
     return t if pad == 0 else torch.cat([t, t.new_zeros((pad, *t.shape[1:]))])
 
 
-def pack_i8(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def pack_i8(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor, arena: Arena | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Q4 blocks (``q4_blocks``) repacked for the int8 kernel ``q4_linear_i8``: output rows in groups of 8
     (the last padded with zero rows), interleaved 4 weights at a time so lane j of each dot product is
     row j. Returns (uint8 [N/8, K/32 * 128], scale/min float16 [N/8, K/32, 2, 8]: GGUF's own values, so 20
     bytes per 32 weights are streamed as in the file). Byte ``4j + i`` of a block's vector ``g`` holds row j's
-    weight ``8g + i`` (low nibble) and ``8g + 4 + i`` (high)."""
+    weight ``8g + i`` (low nibble) and ``8g + 4 + i`` (high). With ``arena`` both are copied into it (huge pages)."""
     n, k = q.shape
     nb = k // GROUP
     g8 = _groups_of_8(q.to(torch.uint8)).view(-1, 8, nb, 4, 2, 4)  # [G, j, b, g, half, i]
@@ -127,16 +135,16 @@ def pack_i8(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[tor
     packed = (g8[..., 0] | (g8[..., 1] << 4)).reshape(-1, nb * 128).contiguous()
     sm = torch.stack([_groups_of_8(scale.float()), _groups_of_8(mn.float())], dim=1)  # [N8, 2, nb]
     sm = sm.view(-1, 8, 2, nb).permute(0, 3, 2, 1).contiguous()  # [G, nb, 2, 8]
-    return packed, _as_f16(sm, "scales and mins")
+    return _place(packed, arena), _place(_as_f16(sm, "scales and mins"), arena)
 
 
-def pack_q8_i8(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def pack_q8_i8(q: torch.Tensor, scale: torch.Tensor, arena: Arena | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Q8_0 blocks (``q8_blocks``) repacked for ``q8_linear_i8``: rows in groups of 8, 4 bytes of each row
     in turn (bytes ``4j..4j+3`` of a block's vector ``i`` are row j's weights ``4i..4i+3``). Returns
-    (int8 [N/8, K/32 * 256], scale float16 [N/8, K/32, 8])."""
+    (int8 [N/8, K/32 * 256], scale float16 [N/8, K/32, 8]), copied into ``arena`` when given."""
     n, k = q.shape
     nb = k // GROUP
     g8 = _groups_of_8(q.to(torch.int8)).view(-1, 8, nb, 8, 4).permute(0, 2, 3, 1, 4)  # [G, b, i, j, byte]
     packed = g8.reshape(-1, nb * 256).contiguous()
     sc = _groups_of_8(scale.float()).view(-1, 8, nb).permute(0, 2, 1).contiguous()
-    return packed, _as_f16(sc, "scales")
+    return _place(packed, arena), _place(_as_f16(sc, "scales"), arena)

@@ -43,8 +43,14 @@ class MHATokenToKVPool(KVCache):
         import torch
 
         shape = (size, head_num, head_dim)
-        self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
-        self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
+        if str(device) == "cpu":  # decode attention reads scattered token rows: huge pages spare it a TLB miss each
+            from sglang.utils.hugepages import huge_zeros
+
+            self.k_buffer = [huge_zeros(shape, dtype) for _ in range(layer_num)]
+            self.v_buffer = [huge_zeros(shape, dtype) for _ in range(layer_num)]
+        else:
+            self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
+            self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
 
     def get_key_buffer(self, layer_id: int) -> torch.Tensor:
         return self.k_buffer[layer_id]

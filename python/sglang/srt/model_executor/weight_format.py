@@ -35,11 +35,14 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from sglang.srt.layers import linear_kernels as lk
+
+if TYPE_CHECKING:
+    from sglang.utils.hugepages import Arena
 
 logger = logging.getLogger("sglang.srt.model_executor.model_runner")
 
@@ -146,7 +149,11 @@ class _Pass:
         self.exact_q = dtype == torch.float32 and method == "gguf_q4" and self._cpu_kernels()
         self.tiers: list[tuple[int, str]] = [(0, "float32")]  # (most rows, arithmetic), the last: any batch
         self.auto_kv_dtype: str | None = None
+        self.arena: Arena | None = None  # the integer kernels' repacked weights, laid end to end on huge pages
         if self.exact_q:
+            from sglang.utils.hugepages import Arena
+
+            self.arena = Arena()
             from sglang.srt.layers.cpu_kernels import isa, load_decode_kernels
 
             plan = isa.host_gguf_math(load_decode_kernels().FAMILY)
@@ -181,7 +188,7 @@ class _Pass:
 
         if q4 is not None and self.exact_q:
             n = q4[0].shape[0]
-            packed = functools.cache(lambda: pack_i8(*q4))  # one repacked copy for the int8 and int16 kernels
+            packed = functools.cache(lambda: pack_i8(*q4, arena=self.arena))  # one repacked copy for the int8 and int16 kernels
             integer = {"i8": lk.Q4I8, "i16": lk.Q4I16}
             return by_tiers([(most, activation(m, name)) for most, m in self.tiers],
                             lambda act: integer[act](*packed(), n) if act in integer else lk.Q4F32(*pack_f32(*q4))), True
@@ -197,7 +204,7 @@ class _Pass:
         the embedding keeps looking rows up in the blocks)."""
         from sglang.srt.layers.q4_packed import pack_q8_i8
 
-        packed = functools.cache(lambda: pack_q8_i8(q, scale))
+        packed = functools.cache(lambda: pack_q8_i8(q, scale, arena=self.arena))
         integer = {"i8": lk.Q8I8, "i16": lk.Q8I16}
         return by_tiers([(most, activation(m, "lm_head")) for most, m in self.tiers],
                         lambda act: integer[act](*packed(), q.shape[0]) if act in integer else lk.Q8F32(q, scale))
