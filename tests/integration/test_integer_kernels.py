@@ -149,6 +149,9 @@ def test_int8_and_int16_tiers_of_one_layer_share_its_repacked_blocks(monkeypatch
     down = model.layers[0].mlp.down_proj.kernel
     assert [lk.kernel_for_batch(down, n) for n in (1, 2, 500)] == ["q4_i8", "q4_i16", "q4_i16"]
     assert down.tiers[0].weight is down.rest.weight and down.nbytes() == down.rest.nbytes()  # one repacked copy
+    # its bytes are its own (the repacked blocks share an arena on huge pages): 8-row groups, 20 bytes a block of 32
+    n, k = down.out_features, down.in_features
+    assert down.nbytes() == -(-n // 8) * 8 * (k // 32) * 20
     assert fmt.layers["lm_head"] == "q8_i8 (<= 1 rows), q8_i16 (more rows)"
 
 

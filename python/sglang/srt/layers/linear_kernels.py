@@ -52,7 +52,8 @@ class LinearKernel:
 
     def nbytes(self) -> int:
         """Bytes this kernel holds (its weight and scales)."""
-        return sum(t.untyped_storage().nbytes() for t in (self.weight, self.scales) if t is not None and t.device.type != "meta")
+        # the tensors' own bytes: packed weights may be views of a shared arena (sglang.utils.hugepages)
+        return sum(t.numel() * t.element_size() for t in (self.weight, self.scales) if t is not None and t.device.type != "meta")
 
     def describe(self) -> str:
         return self.kind
@@ -224,7 +225,7 @@ class BySize(LinearKernel):
 
     def nbytes(self) -> int:
         # two tiers may share one kernel's tensors (the same arithmetic on both sides of another): count them once
-        seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        seen = {t.data_ptr(): t.numel() * t.element_size()
                 for k in (*self.tiers, self.rest) for t in (k.weight, k.scales) if t is not None and t.device.type != "meta"}
         return sum(seen.values())
 
