@@ -18,15 +18,17 @@ from __future__ import annotations
 from sglang.utils.env import env_number
 
 # bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
-# quiet 2-core AVX-512 EPYC with its default mixed16 arithmetic (docs/benchmarks.md, "Speculative decoding"): one
-# decode row 6.11 ms; a TARGET_VERIFY forward of ``rows`` rows costs VERIFY_COSTS[rows] decode rows (a DECODE batch
-# of as many rows costs about the same). Between the measured widths the cost is interpolated, past the last one
-# extended at its last slope. The integer kernels stream each weight block once for several rows, so an extra row
-# costs 0.13-0.24 of a decode row (0.19 on average), not a whole one; the step from 4 to 5 rows is the kernels'.
-VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.06), (2, 1.24), (3, 1.26), (4, 1.37), (5, 1.76), (6, 1.81), (8, 2.42),
-                                               (10, 2.89), (12, 3.43), (16, 4.45))
+# 2-core AVX-512 EPYC with its default mixed16 arithmetic, float16 weight scales and huge pages (docs/benchmarks.md,
+# "Speculative decoding"): one decode row 5.0-5.6 ms; a TARGET_VERIFY forward of ``rows`` rows costs
+# VERIFY_COSTS[rows] decode rows, the median of four runs (they spread by 10-20%). Between the measured widths the
+# cost is interpolated, past the last one extended at its last slope. The integer kernels stream each weight block
+# once for several rows, so an extra row costs 0.1-0.3 of a decode row, not a whole one; the step from 4 to 5 rows
+# is the int16 kernels' (at most 4 rows a pass). A faster decode row makes each extra row dearer in its units:
+# with float32 scales (a 6.11 ms row) 4 rows cost 1.37.
+VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.06), (2, 1.18), (3, 1.44), (4, 1.49), (5, 1.94), (6, 2.25), (8, 2.82),
+                                               (10, 3.50), (12, 4.11), (16, 5.18))
 VERIFY_BASE_COST = 1.06  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
-VERIFY_ROW_COST = 0.19  # and each extra row, on average
+VERIFY_ROW_COST = 0.27  # and each extra row, on average
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
