@@ -49,6 +49,10 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
     publish(server_args, role="scheduler")
     io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
     scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io, dp_rank=dp_rank)
+    if scheduler.tp_worker.model_runner.device.type == "cpu":
+        from sglang.utils.malloc import keep_heap
+
+        keep_heap()  # after loading: its large temporaries went back to the OS
     name = rank_name(tp_rank, dp_rank)
     return scheduler, io, {
         "status": "ready",
