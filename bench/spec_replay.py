@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speculative import WORKLOADS  # noqa: E402
+from speculative import WORKLOADS
 
 
 def generate(extra: list[str], max_tokens: int) -> tuple[dict[str, list[tuple[list[int], list[int], float]]], float]:
