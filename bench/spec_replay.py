@@ -64,7 +64,7 @@ def generate(extra: list[str], max_tokens: int) -> tuple[dict[str, list[tuple[li
     return out, decode_s / max(decode_n, 1)
 
 
-def replay(runs: list[tuple[list[int], list[int], float]], k_max: int) -> tuple[int, int, float, int]:
+def replay(runs: list[tuple[list[int], list[int], float]], k_max: int, max_tokens: int) -> tuple[int, int, float, int]:
     """(decode-phase tokens, decode steps, their cost in plain decode steps, steps with drafts) of one workload's
     answers under the policy; the first token of each answer comes from its prefill, as in the engine."""
     from sglang.srt.speculative.draft_policy import DraftState, MatchAcceptance, verify_cost
@@ -80,10 +80,10 @@ def replay(runs: list[tuple[list[int], list[int], float]], k_max: int) -> tuple[
         pos = 1
         while pos < len(answer):
             k, n = ngram_want(store, matches, "r", state, k_max)
-            k = min(k, len(answer) - pos - 1)  # the speculator's room: max_new_tokens
+            k = min(k, max_tokens - pos - 1)  # the speculator's room: max_new_tokens (an answer may end sooner, at EOS)
             drafts = store.draft("r", k) if k > 0 else []
             ok = 0
-            while ok < len(drafts) and drafts[ok] == answer[pos + ok]:
+            while ok < len(drafts) and pos + ok < len(answer) and drafts[ok] == answer[pos + ok]:
                 ok += 1
             if drafts:
                 state.update(len(drafts), ok)
@@ -110,7 +110,7 @@ def main() -> None:
     print(f"{'workload':<16} {'tokens':>7} {'verifies':>9} {'accept len':>11} {'decode x':>9} {'with prefill x':>15}")
     print("(tokens after each answer's first; accept len: tokens per decode step; x: plain decode steps over the replay's cost)")
     for name, runs in answers.items():
-        tokens, steps, cost, verifies = replay(runs, k_max)
+        tokens, steps, cost, verifies = replay(runs, k_max, args.max_tokens)
         prefill = sum(r[2] for r in runs) / step_s  # in decode steps
         print(f"{name:<16} {tokens:>7} {verifies:>9} {tokens / max(steps, 1):>11.2f} {tokens / max(cost, 1e-9):>8.2f}x "
               f"{(tokens + prefill) / max(cost + prefill, 1e-9):>14.2f}x")

@@ -37,13 +37,16 @@ def huge_empty(numel: int, dtype: torch.dtype) -> torch.Tensor:
     if not enabled() or nbytes < HUGE:
         return torch.empty(numel, dtype=dtype)
     mm = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))  # the exported buffer is released below, with the tensor
+    view = ctypes.c_char.from_buffer(mm)
+    base = ctypes.addressof(view)
+    del view  # the ctypes view's buffer export ends here
     skip = -base % HUGE
     try:
         mm.madvise(mmap.MADV_HUGEPAGE, skip, nbytes)
     except OSError:  # a kernel without THP: the mapping still works, on small pages
         pass
-    # frombuffer holds the mapping (through its buffer export) for the storage's lifetime
+    # the storage holds a reference to ``mm``, which keeps the mapping alive; nothing else may see ``mm`` (closing it
+    # would unmap memory the tensor still points at)
     return torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=skip).view(dtype)
 
 

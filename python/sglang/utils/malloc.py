@@ -6,7 +6,7 @@ unmapped when freed, every step; and heap memory past 128 KiB free at the top go
 faulted in again. Upstream SGLang's CPU images preload tcmalloc for this. Here ``keep_heap`` raises both
 thresholds with ``mallopt`` (glibc only; elsewhere it does nothing) after loading, so loading's large
 temporaries are still returned. Measured on the AVX-512 EPYC, both settings alternating in one process
-(docs/benchmarks.md): a 16-row decode step 8-12% faster, a 64-row one about 5%.
+(docs/engine.md): a 16-row plan about 12% less time, a 64-row step about 5%.
 
 ``SGLANG_MALLOC_KEEP=0`` leaves the allocator as it is. Stdlib only.
 """

@@ -35,7 +35,7 @@ from sglang.srt.disaggregation.base import KVPoll
 from sglang.srt.disaggregation.kv_manager import DecodeKVManager
 from sglang.srt.managers.bootstrap_fields import FAKE_BOOTSTRAP_HOST
 from sglang.srt.managers.schedule_batch import Req
-from sglang.srt.managers.scheduler_output import build_output, check_finished
+from sglang.srt.managers.scheduler_output import check_finished
 from sglang.srt.runtime_context import get_disagg, get_schedule
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class DecodeSide:
         self._drop(entry, "abort")
         entry.req.finished_reason = {"type": "abort"}
         self.s.live.pop(rid, None)
-        self.s.outbox.append(build_output([entry.req]))
+        self.s.outbox.append(self.s.build_output([entry.req]))
         return True
 
     def holds(self) -> list[Req]:
@@ -236,7 +236,7 @@ class DecodeSide:
             s._release(req, cache=True)  # with a prefix cache here, the prompt's pages stay cached
         else:
             s.running.append(req)
-        out = build_output([req])
+        out = self.s.build_output([req])
         if out is not None:
             s.outbox.append(out)
 

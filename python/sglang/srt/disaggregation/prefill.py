@@ -19,7 +19,7 @@ from sglang.srt.arg_groups.disagg import Timeouts
 from sglang.srt.disaggregation.base import KVPoll
 from sglang.srt.disaggregation.kv_manager import PrefillKVManager
 from sglang.srt.managers.schedule_batch import Req
-from sglang.srt.managers.scheduler_output import build_output, check_finished
+from sglang.srt.managers.scheduler_output import check_finished
 from sglang.srt.runtime_context import get_disagg
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class PrefillSide:
                 del self.bootstrapping[room]
                 self.s.live.pop(rid, None)
                 req.finished_reason = {"type": "abort"}
-                self.s.outbox.append(build_output([req]))
+                self.s.outbox.append(self.s.build_output([req]))
                 if room in self.page_lists:
                     self._tell_failed(self.page_lists.pop(room)[0], "prefill: the request was aborted on the prefill server")
                 return True
@@ -166,7 +166,7 @@ class PrefillSide:
         req.finished_reason = reason or {"type": "length", "length": 1}
         self.s.live.pop(req.rid, None)
         self.s._release(req, cache=True)
-        out = build_output([req])
+        out = self.s.build_output([req])
         if out is not None:
             self.s.outbox.append(out)
 

@@ -342,7 +342,7 @@ class Engine(Closing):
     def open_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,
                      input_ids: list[int] | None = None, lora_path: str | None = None, stream: bool = False) -> ReqState:
         """Submit one request from inside a running event loop (tokenizes on the loop's thread). ``stream``: its
-        tokens are sent on every step (else on finishing, or every ``FORCE_STREAM_INTERVAL`` tokens)."""
+        tokens are sent as they come (every ``--stream-interval`` tokens), else on finishing or every ``FORCE_STREAM_INTERVAL``."""
         return self._attach(self._tm().submit(prompt, sampling_params, input_ids, stream, lora_path=lora_path))
 
     async def aopen_request(self, prompt: str | None = None, sampling_params: dict[str, Any] | None = None,

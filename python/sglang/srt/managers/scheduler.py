@@ -144,7 +144,7 @@ class Scheduler(FaultContainment, KVPages):
         req.bootstrap = msg.bootstrap
         if params.max_new_tokens == 0 and req.input_lp_from is None:  # nothing to compute; prompt log-probabilities need a prefill
             req.finished_reason = {"type": "length", "length": 0}
-            self.outbox.append(build_output([req]))
+            self.outbox.append(self.build_output([req]))
             return
         try:
             parked = self.grammars.park(req)
@@ -177,14 +177,14 @@ class Scheduler(FaultContainment, KVPages):
         if parked is not None:
             self.live.pop(rid, None)
             parked.finished_reason = {"type": "abort"}
-            self.outbox.append(build_output([parked]))
+            self.outbox.append(self.build_output([parked]))
         for r in list(self.waiting):
             if r.rid == rid:
                 self.waiting.remove(r)
                 self.live.pop(r.rid, None)
                 self._release(r, cache=False)
                 r.finished_reason = {"type": "abort"}
-                self.outbox.append(build_output([r]))
+                self.outbox.append(self.build_output([r]))
         for r in [*self.running, *([self.chunked_req] if self.chunked_req else [])]:
             if r.rid == rid:
                 r.aborted = True
@@ -243,7 +243,7 @@ class Scheduler(FaultContainment, KVPages):
                 self.running.remove(req)
                 self.live.pop(req.rid, None)
                 self._release(req, cache=False)
-                self.outbox.append(build_output([req]))
+                self.outbox.append(self.build_output([req]))
                 continue
             self._retract(victim)
         if not self.running:

@@ -102,7 +102,7 @@ NEUTRAL: dict[str, Neutral] = {
     "n": Neutral((1,), "one sample per prompt on POST /generate: send the prompt n times, or use /v1/completions with n", (SAMPLING,)),
     "spaces_between_special_tokens": Neutral((True,), "special tokens are detokenized as the tokenizer joins them", (SAMPLING,)),
     "structural_tag": Neutral((None,), "structural tags are not implemented; use json_schema, regex or ebnf", (SAMPLING,)),
-    "stream_interval": Neutral((None,), "every step's tokens are streamed", (SAMPLING,)),
+    "stream_interval": Neutral((None,), "the server's --stream-interval sets how many tokens a streamed chunk carries", (SAMPLING,)),
 }
 
 

@@ -74,7 +74,7 @@ _MATCH_DECAY = 0.9
 
 class MatchAcceptance:
     """Per-position acceptance of drafts by the length of their match, over every request of one speculator:
-    decayed accepted over decayed tried positions per bucket of ``MATCH_PRIOR``. Owned by the scheduler."""
+    decayed accepted over decayed tried positions per bucket of ``MATCH_PRIOR``. Owned by the speculator."""
 
     def __init__(self) -> None:
         self.succ = [a * _PRIOR_WEIGHT for _, a in MATCH_PRIOR]
