@@ -51,15 +51,12 @@ def huge_empty(numel: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def huge_zeros(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """``torch.zeros(shape, dtype=dtype)`` on huge pages (a fresh anonymous mapping is zero: nothing is written,
-    so no page is touched before its first real use)."""
+    """``torch.zeros(shape, dtype=dtype)`` on huge pages. Written through, as ``torch.zeros`` is: the memory is
+    taken now (a KV pool too large for the machine fails at start, not mid-serving)."""
     n = 1
     for d in shape:
         n *= d
-    nbytes = n * torch.empty((), dtype=dtype).element_size()
-    if not enabled() or nbytes < HUGE:
-        return torch.zeros(shape, dtype=dtype)
-    return huge_empty(n, dtype).view(shape)
+    return huge_empty(n, dtype).view(shape).zero_()
 
 
 class Arena:
@@ -75,9 +72,9 @@ class Arena:
         self._lock = threading.Lock()
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
-        if not enabled():
-            return t.contiguous()
         t = t.contiguous()
+        if not enabled():
+            return t
         n = t.numel() * t.element_size()
         if n >= self.chunk:
             out = huge_empty(t.numel(), t.dtype).view(t.shape)

@@ -46,9 +46,8 @@ class MHATokenToKVPool(KVCache):
         if str(device) == "cpu":  # decode attention reads scattered token rows: huge pages spare it a TLB miss each
             from sglang.utils.hugepages import huge_zeros
 
-            # written through at start, as torch.zeros does: the pool's memory is taken now, not mid-serving
-            self.k_buffer = [huge_zeros(shape, dtype).zero_() for _ in range(layer_num)]
-            self.v_buffer = [huge_zeros(shape, dtype).zero_() for _ in range(layer_num)]
+            self.k_buffer = [huge_zeros(shape, dtype) for _ in range(layer_num)]
+            self.v_buffer = [huge_zeros(shape, dtype) for _ in range(layer_num)]
         else:
             self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
             self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layer_num)]
