@@ -19,9 +19,9 @@ Q8_0 = gguf.GGMLQuantizationType.Q8_0
 
 
 def tiny_llama(dtype: torch.dtype, heads: int = 4, kv_heads: int = 2, bias: bool = False, seed: int = 0, tied: bool = False,
-               tp: tuple[int, int] = (1, 0), vocab: int = 300) -> LlamaForCausalLM:
+               tp: tuple[int, int] = (1, 0), vocab: int = 300, head_dim: int = 32) -> LlamaForCausalLM:
     cfg = ModelConfig("LlamaForCausalLM", hidden_size=128, num_hidden_layers=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      head_dim=32, intermediate_size=256, vocab_size=vocab, rope_theta=10000.0, rms_norm_eps=1e-5,
+                      head_dim=head_dim, intermediate_size=256, vocab_size=vocab, rope_theta=10000.0, rms_norm_eps=1e-5,
                       max_position_embeddings=1024, tie_word_embeddings=tied, attention_bias=bias)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg, tp, dtype)

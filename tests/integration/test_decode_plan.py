@@ -89,10 +89,11 @@ class Compared:
     got: torch.Tensor  # the plan's logits (the pool then holds the plan's K/V)
 
 
-def eager_then_plan(kernels, model: LlamaForCausalLM, kv_dtype: torch.dtype, kv_heads: int, batch: int, seed: int) -> Compared:
+def eager_then_plan(kernels, model: LlamaForCausalLM, kv_dtype: torch.dtype, kv_heads: int, batch: int, seed: int,
+                    head_dim: int = 32) -> Compared:
     """A pool whose cached prefix is random K/V, one decode step of ``batch`` requests through the eager model, the
     pool restored, and the same step through the plan."""
-    pool = MHATokenToKVPool(SLOTS, PAGE, kv_dtype, kv_heads, 32, 3, "cpu")
+    pool = MHATokenToKVPool(SLOTS, PAGE, kv_dtype, kv_heads, head_dim, 3, "cpu")
     gen = torch.Generator().manual_seed(seed)
     for i in range(3):
         pool.k_buffer[i].copy_(torch.randn(pool.k_buffer[i].shape, generator=gen))
@@ -129,6 +130,23 @@ def test_plan_equals_the_eager_step(kernels, case, batch):
         kv_tol = 1e-5 if dtype == torch.float32 else 2 ** -7 * (layer + 1)  # bf16: within a rounding step, growing with depth
         torch.testing.assert_close(k[loc].float(), wk[loc].float(), atol=kv_tol * 4, rtol=kv_tol)
         torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=kv_tol * 4, rtol=kv_tol)
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["kv-f32", "kv-bf16"])
+@pytest.mark.parametrize("shape", [(10, 2, 32), (4, 2, 48), (8, 1, 16)], ids=lambda s: f"h{s[0]}kv{s[1]}d{s[2]}")
+def test_attention_shapes(kernels, shape, kv_dtype, batch):
+    # the attention's register-blocked loops: 5 and 8 query heads per KV head (blocks of 4 and a rest), head sizes
+    # of 6 and 2 vectors (a 4-vector chunk and a 2-vector rest where AVX-512 takes 4 at a time), a float32 and a
+    # bfloat16 cache, one request per task and every head per task
+    heads, kv_heads, head_dim = shape
+    model = tiny_llama(torch.float32, heads, kv_heads, seed=batch, head_dim=head_dim)
+    c = eager_then_plan(kernels, model, kv_dtype, kv_heads, batch, seed=200 + batch, head_dim=head_dim)
+    if kv_dtype == torch.bfloat16:  # the eager step rounds K/V to the cache dtype too: only the sums' order differs
+        torch.testing.assert_close(c.got, c.want, atol=1e-3 * c.want.abs().max().item(), rtol=0)
+    else:
+        torch.testing.assert_close(c.got, c.want, atol=1e-4 * c.want.abs().max().item(), rtol=0)
+    assert torch.equal(c.got.argmax(-1), c.want.argmax(-1))
 
 
 @pytest.mark.parametrize("batch", [1, 4, 37])

@@ -3,8 +3,8 @@
 // (about 50 ops a layer) disappears. Matrix products and SiLU-and-mul stay
 // library calls (oneDNN's packed linear, dense GEMM, torch's int4 kernel) but
 // for Q4/Q8_0 weights (packed_f32.h: float32 math; int8_linear.h: int8 dot
-// products); norms, rotary, the KV write and paged attention (K/V read in place
-// from the pool) are loops here. Built once per kernel family (isa_family.h)
+// products); norms, rotary, the KV write and paged attention (decode_attention.h:
+// K/V read in place from the pool) are loops here. Built once per kernel family (isa_family.h)
 // and loaded by sglang/srt/layers/cpu_kernels/build.py. LoRA adapter products
 // (lora_product.h) are added after each linear layer an adapter targets, for
 // the rows of a forward that name an adapter slot.
@@ -26,6 +26,7 @@
 
 #include "isa_family.h"
 #include "vec.h"
+#include "decode_attention.h"
 #include "packed_f32.h"
 #include "int8_linear.h"
 #include "int16_linear.h"
@@ -66,27 +67,6 @@ inline void rope_head(const T* x, const T* cos, const T* sin, T* out, int64_t d)
     const T b = round_to<T>(static_cast<float>(round_to<T>(rot)) * static_cast<float>(sin[i]));
     out[i] = round_to<T>(static_cast<float>(a) + static_cast<float>(b));
   }
-}
-
-// exp(x) to about 2 ulp in float32, written so that loops over it vectorize
-// (std::exp does not); inputs here are <= 0 (softmax after the max shift)
-inline float fast_exp(float x) {
-  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-  // round to nearest by the 1.5 * 2^23 trick (std::nearbyint does not vectorize)
-  const float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  int32_t bits;
-  std::memcpy(&bits, &p, 4);
-  bits += static_cast<int32_t>(n) << 23;
-  std::memcpy(&p, &bits, 4);
-  return p;
 }
 
 // mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm): oneDNN's
@@ -306,7 +286,9 @@ class DecodePlan {
       at::Tensor qkv = l.qkv(x);  // [B, q + 2 kv]
       lora_add<T>(x, qkv, l.lora[kQkv], lora, kQkv);
       rope_and_store<T, KV>(qkv, cos, sin, out_loc, q, l);
-      attention<T, KV>(q, kv_index, kv_lens, l, attn);
+      paged_attention<T, KV>(q.data_ptr<T>(), AttnPool<KV>{l.k_cache.data_ptr<KV>(), l.v_cache.data_ptr<KV>(), kv_heads_ * head_dim_},
+                             kv_index.data_ptr<int64_t>(), kv_lens.data_ptr<int64_t>(), B, kv_index.size(1), heads_, kv_heads_,
+                             head_dim_, attn.data_ptr<T>());
       at::Tensor o = l.o(attn);
       lora_add<T>(attn, o, l.lora[kO], lora, kO);
       add_into<T>(hp, o.data_ptr<T>(), B * hidden);
@@ -355,96 +337,6 @@ class DecodePlan {
             vd[i] = round_to<KV>(static_cast<float>(v[i]));
           }
         }
-      }
-    });
-  }
-
-  // Paged attention reading K and V in place from the pool; each query head's
-  // scores, softmax and weighted sum are float32, and scores and probabilities
-  // are rounded to the model dtype where the eager matmuls round them.
-  //
-  // A task is one request's KV heads [g0, g0 + per): with every head in one
-  // task each K/V row (all heads, contiguous) is read once; a single request
-  // splits its heads across threads instead. Rows are fetched PREFETCH tokens
-  // ahead: a request's pages are scattered over the pool, which defeats the
-  // hardware prefetcher at every page boundary (measured: 2x on a batch of 64).
-  // Scores are computed 8 tokens at a time and their lane sums taken by one
-  // transposing reduction; each K/V head row is widened to float once for all
-  // the query heads that share it. Vectors are 8 floats (one AVX2 register):
-  // the 16-float form this replaced went through the stack on an AVX2-only CPU
-  // (see vi8) and took 29% of a batch-64 step.
-  template <typename T, typename KV>
-  void attention(const at::Tensor& q, const at::Tensor& kv_index, const at::Tensor& kv_lens, const Layer& l, at::Tensor& out) const {
-    constexpr int64_t PREFETCH = 8;
-    const int64_t B = q.size(0), D = head_dim_, NV = D / 8, H = heads_, Hkv = kv_heads_, G = H / Hkv;
-    const int64_t kv_size = Hkv * D, Lmax = kv_index.size(1), Lpad = (Lmax + 7) / 8 * 8;
-    const float scale = 1.f / std::sqrt(static_cast<float>(D));
-    const T* qp = q.data_ptr<T>();
-    const KV* kc = l.k_cache.data_ptr<KV>();
-    const KV* vc = l.v_cache.data_ptr<KV>();
-    const int64_t* idx = kv_index.data_ptr<int64_t>();
-    const int64_t* lens = kv_lens.data_ptr<int64_t>();
-    T* op = out.data_ptr<T>();
-    const int64_t per = B >= 4 ? Hkv : 1, nq = per * G, row_bytes = per * D * static_cast<int64_t>(sizeof(KV));
-    at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
-      std::vector<vf8> qv(nq * NV), acc(nq * NV), part(nq * 8), row(NV);
-      std::vector<float> sc(nq * Lpad);
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, L = lens[b];
-        const int64_t* slots = idx + b * Lmax;
-        const int64_t off = g0 * D;  // this task's heads within a K/V row
-        const T* qg = qp + b * H * D + g0 * G * D;  // query heads of KV heads g0.. are contiguous
-        for (int64_t j = 0; j < nq * NV; ++j) qv[j] = load8(qg + j * 8);
-        for (int64_t t0 = 0; t0 < L; t0 += 8) {
-          const int64_t n = std::min<int64_t>(8, L - t0);
-          for (int64_t tt = 0; tt < n; ++tt) {
-            const int64_t t = t0 + tt;
-            if (t + PREFETCH < L) prefetch(kc + slots[t + PREFETCH] * kv_size + off, row_bytes);
-            const KV* k = kc + slots[t] * kv_size + off;
-            for (int64_t g = 0; g < per; ++g) {
-              for (int64_t i = 0; i < NV; ++i) row[i] = load8(k + g * D + i * 8);
-              for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-                vf8 a = qv[j * NV] * row[0];
-                for (int64_t i = 1; i < NV; ++i) a += qv[j * NV + i] * row[i];
-                part[j * 8 + tt] = a;
-              }
-            }
-          }
-          for (int64_t j = 0; j < nq; ++j) {
-            for (int64_t tt = n; tt < 8; ++tt) part[j * 8 + tt] = vf8{};
-            const vf8 s = lane_sums8(&part[j * 8]);
-            float* dst = sc.data() + j * Lpad + t0;
-            for (int64_t i = 0; i < 8; ++i) dst[i] = round_as<T>(s[i]) * scale;
-          }
-        }
-        for (int64_t j = 0; j < nq; ++j) {
-          float* s = sc.data() + j * Lpad;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t t = 0; t < L; ++t) mx = s[t] > mx ? s[t] : mx;
-          float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t t = 0; t < L; ++t) {
-            s[t] = fast_exp(s[t] - mx);
-            sum += s[t];
-          }
-#pragma omp simd
-          for (int64_t t = 0; t < L; ++t) s[t] = round_as<T>(s[t] / sum);
-        }
-        std::fill(acc.begin(), acc.end(), vf8{});
-        for (int64_t t = 0; t < L; ++t) {
-          if (t + PREFETCH < L) prefetch(vc + slots[t + PREFETCH] * kv_size + off, row_bytes);
-          const KV* v = vc + slots[t] * kv_size + off;
-          for (int64_t g = 0; g < per; ++g) {
-            for (int64_t i = 0; i < NV; ++i) row[i] = load8(v + g * D + i * 8);
-            for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-              const vf8 p = vf8{} + sc[j * Lpad + t];
-              for (int64_t i = 0; i < NV; ++i) acc[j * NV + i] += p * row[i];
-            }
-          }
-        }
-        T* o = op + b * H * D + g0 * G * D;
-        for (int64_t j = 0; j < nq * NV; ++j)
-          for (int64_t i = 0; i < 8; ++i) o[j * 8 + i] = round_to<T>(acc[j][i]);
       }
     });
   }

@@ -44,6 +44,11 @@ inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
 }
+// the same toward the outer caches (prefetcht2): more misses in flight than L1 has room for
+inline void prefetch_l2(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 1);
+}
 // The packed float32 products below work on 8 floats at a time: one AVX2
 // register. GCC 12 lowers 64-byte vector code on an AVX2-only CPU through the
 // stack (splats as 16 scalar stores, accumulators moved via general
