@@ -10,6 +10,12 @@ from typing import Any
 
 from sglang.srt.managers.schedule_batch import Req
 
+# A request short of pages takes this many tokens' worth at once where they continue its run of slots and the
+# pool stays at least RUN_AHEAD_FREE free after: decode attention reads a run at bandwidth, scattered slots at
+# DRAM latency (decode_attention.h). The pages ahead are the request's: freed with it, or by a rollback.
+RUN_AHEAD_TOKENS = 16
+RUN_AHEAD_FREE = 0.25
+
 
 class KVPages:
     allocator: Any
@@ -17,18 +23,21 @@ class KVPages:
     page_size: int
     spec: Any  # the speculator, or None
 
-    def _alloc(self, n: int) -> list[int] | None:
-        pages = self.allocator.alloc(n)
+    def _alloc(self, n: int, after: int | None = None, ahead: int = 0) -> list[int] | None:
+        pages = self.allocator.alloc_run(n, after, ahead)
         if pages is None and self.tree is not None:
             self.tree.evict(n - self.allocator.available_pages())
-            pages = self.allocator.alloc(n)
+            pages = self.allocator.alloc_run(n, after, 0)
         return pages
 
     def _ensure_pages(self, req: Req, tokens: int) -> bool:
         need = -(-tokens // self.page_size) - len(req.pages)
         if need <= 0:
             return True
-        pages = self._alloc(need)
+        ahead = max(0, RUN_AHEAD_TOKENS // self.page_size - need)
+        if ahead and self.allocator.available_pages() - need - ahead < RUN_AHEAD_FREE * self.allocator.num_pages:
+            ahead = 0
+        pages = self._alloc(need, req.pages[-1] if req.pages else None, ahead)
         if pages is None:
             return False
         req.pages.extend(pages)

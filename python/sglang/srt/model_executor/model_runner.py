@@ -221,8 +221,8 @@ class ModelRunner:
         if b.mode is ForwardMode.TARGET_VERIFY:  # speculative verify: an extend whose every row gives logits
             logits_idx = torch.arange(len(flat))
         if b.mode is ForwardMode.DECODE:
-            width = max(len(p) for p in b.pages)
-            pages = torch.tensor([p + [0] * (width - len(p)) for p in b.pages], dtype=torch.long)
+            width = max(n // ps for n in b.prefix_lens) + 1  # pages up to the new token's (a request may hold more ahead)
+            pages = torch.tensor([(p + [0] * width)[:width] for p in b.pages], dtype=torch.long)
             # pages of 1 (the default): a page id is its token's slot
             slots = pages if ps == 1 else (pages[:, :, None] * ps + torch.arange(ps)).reshape(len(b.pages), width * ps)
             positions = torch.tensor(b.prefix_lens, dtype=torch.long)
