@@ -132,13 +132,13 @@ def test_plan_equals_the_eager_step(kernels, case, batch):
         torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=kv_tol * 4, rtol=kv_tol)
 
 
-@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("batch", [1, 5, 33])
 @pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16], ids=["kv-f32", "kv-bf16"])
 @pytest.mark.parametrize("shape", [(10, 2, 32), (4, 2, 48), (8, 1, 16)], ids=lambda s: f"h{s[0]}kv{s[1]}d{s[2]}")
 def test_attention_shapes(kernels, shape, kv_dtype, batch):
     # the attention's register-blocked loops: 5 and 8 query heads per KV head (blocks of 4 and a rest), head sizes
     # of 6 and 2 vectors (a 4-vector chunk and a 2-vector rest where AVX-512 takes 4 at a time), a float32 and a
-    # bfloat16 cache, one request per task and every head per task
+    # bfloat16 cache, one KV head per task (few requests) and all of a request's heads per task (32 and more)
     heads, kv_heads, head_dim = shape
     model = tiny_llama(torch.float32, heads, kv_heads, seed=batch, head_dim=head_dim)
     c = eager_then_plan(kernels, model, kv_dtype, kv_heads, batch, seed=200 + batch, head_dim=head_dim)
