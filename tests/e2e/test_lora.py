@@ -199,6 +199,10 @@ def test_load_refuses_a_larger_rank_and_unload_waits_for_in_flight_requests(serv
     url = servers[0].url
     status, out = call(url, "/load_lora_adapter", {"lora_name": "big", "lora_path": adapters["big"]})
     assert status == 400 and out["success"] is False and "--max-lora-rank 16" in out["error_message"] and "big" not in out["loaded_adapters"]
+    # the running count comes from a stats report every 0.5 s: an earlier test's request can still show there,
+    # so wait for an idle report first, then for this request to run
+    while call(url, "/get_server_info")[1]["internal_states"][0]["num_running_reqs"] != 0:
+        time.sleep(0.05)
     long = {}
     t = threading.Thread(target=lambda: long.update(generate(url, "c", sampling_params={"max_new_tokens": 24, "ignore_eos": True,
                                                                                        "temperature": 0})))

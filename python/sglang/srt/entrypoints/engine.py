@@ -231,28 +231,33 @@ class Engine(Closing):
         return self.tokenizer_manager
 
     @staticmethod
-    def _result(st: ReqState) -> dict[str, Any]:
+    def _result(st: ReqState, chunk: dict[str, Any] | None = None) -> dict[str, Any]:
         """Upstream SGLang's result shape: log-probabilities as ``(logprob, token_id, None)`` tuples
-        (``None``: the token's text is not requested), the prompt's first token with a ``None`` logprob."""
+        (``None``: the token's text is not requested), the prompt's first token with a ``None`` logprob.
+        ``chunk``: one of ``st.chunks``: the request as it stood when that message arrived (a stream's chunk)."""
+        n = len(st.output_ids) if chunk is None else chunk["n_out"]
+        last = st.meta if chunk is None else chunk["meta"]
         meta: dict[str, Any] = {
             "id": st.rid,
-            "finish_reason": st.finished,
+            "finish_reason": st.finished if chunk is None else chunk["finished"],
             "prompt_tokens": st.prompt_tokens,
-            "completion_tokens": len(st.output_ids),
-            "cached_tokens": st.meta.get("cached_tokens", 0),
+            "completion_tokens": n,
+            "cached_tokens": last.get("cached_tokens", 0),
             "e2e_latency": round(time.perf_counter() - st.created, 6),
         }
-        meta.update(st.meta.get("spec") or {})  # speculative decoding's counters, upstream's names (none when it is off)
+        meta.update(last.get("spec") or {})  # speculative decoding's counters, upstream's names (none when it is off)
         if st.logprobs:
-            meta["output_token_logprobs"] = [(lp, tok, None) for (lp, _), tok in zip(st.logprobs, st.output_ids)]
-            meta["output_top_logprobs"] = [[(v, t, None) for t, v in top] for _, top in st.logprobs]
+            meta["output_token_logprobs"] = [(lp, tok, None) for (lp, _), tok in zip(st.logprobs[:n], st.output_ids)]
+            meta["output_top_logprobs"] = [[(v, t, None) for t, v in top] for _, top in st.logprobs[:n]]
         if st.input_logprobs is not None:
             ids, start = st.input_ids, st.logprob_start_len
             first = [(None, ids[0], None)] if start == 0 else []
             skipped = max(1, start)
             meta["input_token_logprobs"] = first + [(lp, t, None) for (lp, _), t in zip(st.input_logprobs, ids[skipped:])]
             meta["input_top_logprobs"] = ([None] if start == 0 else []) + [[(v, t, None) for t, v in top] for _, top in st.input_logprobs]
-        return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
+        if chunk is None:
+            return {"text": st.text, "output_ids": list(st.output_ids), "meta_info": meta}
+        return {"text": st.text[: chunk["text_len"]], "output_ids": st.output_ids[:n], "meta_info": meta}
 
     def _wait(self, st: ReqState) -> dict[str, Any]:
         while st.finished is None and st.error is None:
@@ -264,7 +269,7 @@ class Engine(Closing):
 
     def _take(self, st: ReqState, sent: int) -> tuple[list[dict[str, Any]], int, bool]:
         """Chunks after ``sent``, the new count, and whether the request is done (raises its error)."""
-        out = [{**self._result(st), "delta": c["text"]} for c in st.chunks[sent:]]
+        out = [{**self._result(st, c), "delta": c["text"]} for c in st.chunks[sent:]]
         sent += len(out)
         if st.error is not None:
             raise st.error

@@ -73,6 +73,19 @@ class ReqState:
     loop: asyncio.AbstractEventLoop | None = None
     aevent: asyncio.Event | None = None
 
+    def add_message(self, text: str, ids: list[int], reason: dict[str, Any] | None, meta: dict[str, Any]) -> None:
+        """Take one message of the detokenizer's (the caller holds the manager's lock). Each chunk keeps what the
+        request had reached with it, so a consumer that takes several chunks at once gives each its own cumulative
+        text, counts and finish reason, not the latest for all."""
+        self.text += text
+        self.output_ids.extend(ids)
+        self.logprobs.extend(meta.get("logprobs") or [])
+        if "input_logprobs" in meta:
+            self.input_logprobs = meta["input_logprobs"]
+        self.meta = meta
+        self.chunks.append({"text": text, "token_ids": list(ids), "finished": reason, "text_len": len(self.text),
+                            "n_out": len(self.output_ids), "meta": meta})
+
     def wake(self) -> None:
         self.event.set()
         if self.loop is not None and self.aevent is not None:
@@ -301,13 +314,7 @@ class TokenizerManager:
                 st = self.states.get(rid)
                 if st is None:
                     continue
-                st.text += text
-                st.output_ids.extend(ids)
-                st.logprobs.extend(meta.get("logprobs") or [])
-                if "input_logprobs" in meta:
-                    st.input_logprobs = meta["input_logprobs"]
-                st.meta = meta
-                st.chunks.append({"text": text, "token_ids": list(ids), "finished": reason})
+                st.add_message(text, ids, reason, meta)
                 now = time.perf_counter()
                 if ids:
                     self.gen_window.append((now, len(ids), self.controller.replica_of(rid) or 0))
