@@ -50,14 +50,11 @@ class PagedTokenToKVPoolAllocator(BasePagedAllocator):
         self._free: set[int] = set()
         self.clear()
 
-    def _take(self, page: int) -> None:
-        self._free.remove(page)
-
     def _pop(self) -> int:
         while True:
             p = self._stack.pop()
             if p in self._free:
-                self._take(p)
+                self._free.remove(p)
                 return p
 
     def alloc(self, num_pages: int) -> list[int] | None:
@@ -76,7 +73,7 @@ class PagedTokenToKVPoolAllocator(BasePagedAllocator):
         nxt = -1 if after is None else after + 1
         while len(pages) < num_pages + ahead:
             if nxt in self._free:  # continue the run
-                self._take(nxt)
+                self._free.remove(nxt)
             elif len(pages) < num_pages:  # start a new one
                 nxt = self._pop()
             else:

@@ -112,8 +112,8 @@ void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
     // K and V rows of the tokens kPrefetch ahead, toward L2: V's are read again only after the
     // softmax, by then every row of the request has been fetched once (measured: 5-10% of a 64-row step)
     for (int64_t t = t0 + kPrefetch; t < std::min(L, t0 + 8 + kPrefetch); ++t) {
-      prefetch_l2(pool.k + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
-      prefetch_l2(pool.v + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
+      prefetch<1>(pool.k + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
+      prefetch<1>(pool.v + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
     }
     for (int64_t g = 0; g < per; ++g) {
       const float* kr[8];

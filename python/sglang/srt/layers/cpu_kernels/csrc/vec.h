@@ -40,14 +40,12 @@ inline float round_as<c10::BFloat16>(float x) {
   return x != x ? x : y;
 }
 
+// every cache line of [p, p + bytes) toward L1 (kLocality 3: prefetcht0), or toward the outer caches
+// (1: prefetcht2), which keep more misses in flight than L1 has room for
+template <int kLocality = 3>
 inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i);
-}
-// the same toward the outer caches (prefetcht2): more misses in flight than L1 has room for
-inline void prefetch_l2(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 1);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, kLocality);
 }
 // The packed float32 products below work on 8 floats at a time: one AVX2
 // register. GCC 12 lowers 64-byte vector code on an AVX2-only CPU through the
