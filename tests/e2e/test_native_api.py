@@ -137,6 +137,12 @@ def test_abort_request_by_rid_ends_that_request(server):
         result["events"] = stream_generate(server, {"text": "Count forever:", "rid": "abort-me",
                                                     "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}})
 
+    # the running count comes from a stats report every 0.5 s, where an earlier test's request can still show:
+    # wait for an idle report, then for this request to run (aborting an rid not yet known ends nothing)
+    for _ in range(100):
+        if not call(server, "/get_server_info")[1]["internal_states"][0]["num_running_reqs"]:
+            break
+        threading.Event().wait(0.1)
     t = threading.Thread(target=run)
     t.start()
     for _ in range(100):
