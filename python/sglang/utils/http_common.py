@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -47,6 +48,13 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
 # the lingering close's bounds: a client cannot hold a connection (or the loop) longer or feed it more than this
 DRAIN_BYTES = 64 << 20
 DRAIN_SECONDS = 10.0
+
+
+def sse_data(obj: Any) -> str:
+    """One server-sent event carrying ``obj`` as JSON (``data: ...`` and the blank line). orjson, as upstream
+    SGLang's server serializes its stream chunks: a streamed token costs one of these per request, and on two
+    cores the time the HTTP process spends on it is taken from the decode step's threads."""
+    return "data: " + orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode() + "\n\n"
 
 
 def error_body(status: int, message: str, etype: str | None = None, param: str | None = None, code: str | None = None) -> dict[str, Any]:

@@ -31,6 +31,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
+async def _wait_event(event: asyncio.Event, seconds: float) -> None:
+    """``event.wait()`` for at most ``seconds``: by ``asyncio.timeout`` where the interpreter has it (3.11+), which
+    creates no task per wait (``wait_for`` does, once per streamed token and request)."""
+    try:
+        if hasattr(asyncio, "timeout"):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        else:
+            await asyncio.wait_for(event.wait(), seconds)
+    except asyncio.TimeoutError:
+        pass
+
+
 READY_TIMEOUT_S = env_number("SGLANG_ENGINE_READY_TIMEOUT", 600.0, float, minimum=0.0)
 
 
@@ -383,10 +397,7 @@ class Engine(Closing):
     async def _await(st: ReqState) -> None:
         assert st.aevent is not None
         if not st.event.is_set():
-            try:
-                await asyncio.wait_for(st.aevent.wait(), 0.5)
-            except asyncio.TimeoutError:
-                pass
+            await _wait_event(st.aevent, 0.5)  # every message wakes aevent; the timeout only re-checks st.error
         st.aevent.clear()
         st.event.clear()
 

@@ -7,7 +7,6 @@ its frontend's ``RuntimeEndpoint`` read them): ``/generate``, ``/get_server_info
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 import sglang
 from sglang.srt.entrypoints.openai.protocol import AbortRequest, GenerateRequest, LoadLoRARequest, ProfileRequest, UnloadLoRARequest
 from sglang.srt.entrypoints.openai.serving import error_event
-from sglang.utils.http_common import error
+from sglang.utils.http_common import error, sse_data
 from sglang.utils.openapi import SSE
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             async def events() -> Any:
                 try:
                     async for c in engine.stream_request(st):
-                        yield "data: " + json.dumps(shaped(c, req.return_text_in_logprobs)) + "\n\n"
+                        yield sse_data(shaped(c, req.return_text_in_logprobs))
                 except Exception as exc:
                     count("/generate", 500)
                     yield error_event(exc)

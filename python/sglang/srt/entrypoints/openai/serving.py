@@ -8,7 +8,6 @@ that fails after it started ends with an error event and ``data: [DONE]``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -28,7 +27,7 @@ from sglang.srt.function_call import (
 )
 from sglang.srt.function_call.parser import parse_forced_calls
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError, check_text
-from sglang.utils.http_common import error_body
+from sglang.utils.http_common import error_body, sse_data
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ def finish_reason(reason: dict[str, Any] | None) -> str | None:
 def error_event(exc: BaseException) -> str:
     """The SSE event that ends a failed stream (then ``data: [DONE]``), as upstream SGLang sends it."""
     status = 400 if isinstance(exc, RequestError) else 503 if isinstance(exc, EngineDeadError) else 500
-    return "data: " + json.dumps(error_body(status, describe_fault(exc) if hook_of(exc) else str(exc))) + "\n\n"
+    return sse_data(error_body(status, describe_fault(exc) if hook_of(exc) else str(exc)))
 
 
 def sampling_params(req: _Sampling, prompt_len: int, context: int, logprobs: int = 0) -> dict[str, Any]:
@@ -274,7 +273,7 @@ class OpenAIServing:
                 choice: dict[str, Any] = {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
             else:
                 choice = {"index": i, "text": text or "", "logprobs": None, "finish_reason": reason}
-            return "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]}) + "\n\n"
+            return sse_data({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]})
 
         try:
             for i, st in enumerate(states):
@@ -304,6 +303,6 @@ class OpenAIServing:
                 if st.finished is None and st.error is None:
                     self.engine.tokenizer_manager.abort(st.rid)
         if req.stream_options is not None and req.stream_options.include_usage:
-            yield "data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [],
-                                         "usage": self._usage(states, req.n)}) + "\n\n"
+            yield sse_data({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [],
+                           "usage": self._usage(states, req.n)})
         yield "data: [DONE]\n\n"
