@@ -23,8 +23,9 @@ from sglang.utils.env import env_number
 # VERIFY_COSTS[rows] decode rows, the median of four runs (they spread by 10-20%). Between the measured widths the
 # cost is interpolated, past the last one extended at its last slope. The integer kernels stream each weight block
 # once for several rows, so an extra row costs 0.1-0.3 of a decode row, not a whole one; the step from 4 to 5 rows
-# is the int16 kernels' (at most 4 rows a pass). A faster decode row makes each extra row dearer in its units:
-# with float32 scales (a 6.11 ms row) 4 rows cost 1.37.
+# is the int16 kernels': compute-bound from 4 rows, near the dot-product peak, with a second pass over each
+# weight block past 4 rows (docs/benchmarks.md, "streamed tokens on two cores"). A faster decode row makes each
+# extra row dearer in its units: with float32 scales (a 6.11 ms row) 4 rows cost 1.37.
 VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.06), (2, 1.18), (3, 1.44), (4, 1.49), (5, 1.94), (6, 2.25), (8, 2.82),
                                                (10, 3.50), (12, 4.11), (16, 5.18))
 VERIFY_BASE_COST = 1.06  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
