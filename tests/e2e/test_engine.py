@@ -219,6 +219,24 @@ def test_bad_requests_raise_and_the_engine_keeps_serving(engine, kwargs, message
     assert engine.generate("Still alive?", {"max_new_tokens": 2})["output_ids"]
 
 
+def test_a_rid_names_one_running_request_whoever_submits_it(engine):
+    """The HTTP server checks a named rid early, but callers that reach the manager directly (the Engine's own
+    paths, plugins) pass only its check: it refuses a rid that is running, and takes it again once it ends."""
+    tm = engine.tokenizer_manager
+    params = {"temperature": 0, "max_new_tokens": 2000, "ignore_eos": True}
+    first = tm.submit("Count:", params, rid="one-rid")
+    with pytest.raises(RequestError, match="a request with rid 'one-rid' is already running") as err:
+        tm.submit("Count:", params, rid="one-rid")
+    assert err.value.param == "rid" and tm.states["one-rid"] is first
+    tm.abort("one-rid")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "one-rid" in tm.states:
+        time.sleep(0.05)
+    assert first.finished is not None and first.finished["type"] == "abort"
+    again = tm.submit("Count:", {"temperature": 0, "max_new_tokens": 2}, rid="one-rid")
+    assert engine._wait(again)["meta_info"]["completion_tokens"] == 2
+
+
 def test_peak_rss_of_the_scheduler_stays_under_1_5_gb(engine):
     engine.generate(["Tell me a story."] * 16, {"max_new_tokens": 32, "ignore_eos": True})
     sched = next(p for p in engine.procs if "scheduler" in p.name)

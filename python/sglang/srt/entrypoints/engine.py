@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.srt.entrypoints.engine_args import Prompt, from_call
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
-from sglang.srt.managers.request_errors import EngineDeadError, RequestError
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError, rid_in_use
 from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
 from sglang.utils.env import env_number
 from sglang.utils.lifecycle import Closing
@@ -372,8 +372,8 @@ class Engine(Closing):
         a large prompt never stalls the event loop. ``rid`` names the request (``/abort_request`` takes it);
         ``bootstrap`` (``host``, ``port``, ``room``) pairs it with a prefill server (``--disaggregation-mode``)."""
         tm = self._tm()
-        if rid is not None and rid in tm.states:
-            raise RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
+        if rid is not None and rid in tm.states:  # early, before tokenizing; the manager's check under its lock decides
+            raise rid_in_use(rid)
         submit = _Submission(tm, prompt, sampling_params, input_ids, rid, bootstrap, lora_path, stream)
         try:
             return self._attach(await asyncio.to_thread(submit.run))

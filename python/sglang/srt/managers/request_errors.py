@@ -23,6 +23,11 @@ class RequestError(ValueError):
         self.param = param
 
 
+def rid_in_use(rid: str) -> RequestError:
+    """The error for a request naming the rid of one that is still running."""
+    return RequestError(f"a request with rid {rid!r} is already running; pass a unique rid", "rid")
+
+
 class RequestFailedError(RuntimeError):
     """The request failed while the engine served it (the message names the cause, and the
     plugin when a hook raised); only this request ended, the engine keeps serving."""

@@ -37,7 +37,7 @@ from sglang.srt.managers.io_struct import (
     TokenizedGenerateReqInput,
 )
 from sglang.srt.managers.metrics import EngineMetrics
-from sglang.srt.managers.request_errors import EngineDeadError, RequestError, RequestFailedError, check_text
+from sglang.srt.managers.request_errors import EngineDeadError, RequestError, RequestFailedError, check_text, rid_in_use
 from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
 
 if TYPE_CHECKING:
@@ -168,16 +168,21 @@ class TokenizerManager:
                 f"the prompt ({len(ids)} tokens) plus max_new_tokens ({params.max_new_tokens}) exceeds the context of "
                 f"{limit} tokens; shorten the prompt or lower max_new_tokens", "max_new_tokens"
             )
-        rid = rid or f"{uuid.uuid4().hex[:12]}-{next(self._ids)}"
+        named, rid = rid is not None, rid or f"{uuid.uuid4().hex[:12]}-{next(self._ids)}"
         state = ReqState(rid, len(ids))
         if params.logprobs and params.logprob_start_len >= 0:
             if params.logprob_start_len >= len(ids):
                 raise RequestError(f"logprob_start_len {params.logprob_start_len} must be below the prompt length ({len(ids)} tokens)", "logprob_start_len")
             state.input_ids, state.logprob_start_len = ids, params.logprob_start_len
-        state.lora_id = self._acquire_lora(lora_path)  # last: nothing below refuses the request, so the count is released once
-        with self.lock:
-            self.states[rid] = state
-            dp = state.dp_rank = self.controller.route(rid, ids)
+        state.lora_id = self._acquire_lora(lora_path)  # last: only the rid check below refuses after it, and releases it
+        with self.lock:  # checked and taken at once: two requests naming one rid cannot both pass
+            taken = named and rid in self.states
+            if not taken:
+                self.states[rid] = state
+                dp = state.dp_rank = self.controller.route(rid, ids)
+        if taken:
+            self._ended(state)
+            raise rid_in_use(rid)
         self.metrics.requests.inc()
         self.metrics.prompt_tokens.inc(len(ids))
         self._send(TokenizedGenerateReqInput(rid, ids, params.to_dict(), stream, bootstrap, state.lora_id), dp)
