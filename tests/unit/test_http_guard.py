@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, GenerateRequest
-from sglang.utils.http_common import allowed_hosts, install_common
+from sglang.utils.http_common import allowed_hosts, install_common, sse_data
 
 KEY = "sk-guard-secret"
 
@@ -265,3 +265,11 @@ def test_profiling_without_a_profile_dir_is_a_400_naming_the_flag():
     c = TestClient(app, base_url="http://127.0.0.1:30000")
     err = _is_openai_error(c.post("/start_profile", json={"output_dir": "/etc"}), 400)
     assert "--profile-dir" in err["message"] and err["param"] == "output_dir"
+
+
+@pytest.mark.parametrize("value", ["plain", "naïve ✓", 7, None, [1, (2, 3)], "lone \ud800 surrogate", 2**70])
+def test_a_stream_event_carries_its_object_as_json(value):
+    # orjson where it can; what it refuses (a lone surrogate, an integer past 64 bits) falls back to json
+    event = sse_data({"v": value, 3: "int key"})
+    assert event.startswith("data: ") and event.endswith("\n\n") and "\n" not in event[:-2]
+    assert json.loads(event[6:]) == {"v": json.loads(json.dumps(value)), "3": "int key"}

@@ -54,7 +54,11 @@ def sse_data(obj: Any) -> str:
     """One server-sent event carrying ``obj`` as JSON (``data: ...`` and the blank line). orjson, as upstream
     SGLang's server serializes its stream chunks: a streamed token costs one of these per request, and on two
     cores the time the HTTP process spends on it is taken from the decode step's threads."""
-    return "data: " + orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode() + "\n\n"
+    try:
+        body = orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # a lone surrogate or an integer past 64 bits, which the standard library writes
+        body = json.dumps(obj)
+    return "data: " + body + "\n\n"
 
 
 def error_body(status: int, message: str, etype: str | None = None, param: str | None = None, code: str | None = None) -> dict[str, Any]:
