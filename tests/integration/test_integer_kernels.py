@@ -232,8 +232,9 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", plan)
     else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >64, float32 else
         _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 1.0, 2.0), "mixed": (2.0, 1.0, 2.0, 1.0)})
-    model = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
-    dense = tiny_llama(torch.float32, 6, 2, False, seed=batch, tied=True)
+    bias = batch == 5  # one case with a qkv bias (added by the product's own groups in the one-region step)
+    model = tiny_llama(torch.float32, 6, 2, bias, seed=batch, tied=True)
+    dense = tiny_llama(torch.float32, 6, 2, bias, seed=batch, tied=True)
     blocks, q8 = q4_checkpoint(model, batch), q8_embedding(model, batch)
     q4_checkpoint(dense, batch), q8_embedding(dense, batch)  # the same dequantized weights, held dense
     pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
@@ -250,7 +251,10 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         exact = dense.forward(fb.input_ids, fb.positions, fb, attn)
         apply_weight_format(model, blocks, q8, "gguf_q4")
         eager = model.forward(fb.input_ids, fb.positions, fb, attn)
-        fused = model.forward_decode_plan(model.build_decode_plan(load_decode_kernels(), pool), fb)
+        decode_plan = model.build_decode_plan(load_decode_kernels(), pool)
+        fused = model.forward_decode_plan(decode_plan, fb)
+    # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers
+    assert decode_plan.runs_in_one_region(batch) == (plan != "by_size")
     # the same kernels on the same rows; the norms sum in another order, which now and then moves an activation
     # across an int8 rounding boundary (a row then differs by the int8 error itself, about 1%); under mixed16 it
     # moves int16 roundings too (a few parts in 1e5 of a row), and through them int8 ones downstream more often

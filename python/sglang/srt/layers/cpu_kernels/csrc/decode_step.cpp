@@ -27,109 +27,10 @@
 #include "isa_family.h"
 #include "vec.h"
 #include "decode_attention.h"
-#include "packed_f32.h"
-#include "int8_linear.h"
-#include "int16_linear.h"
-#include "quant_linear.h"
-#include "lora_product.h"
+#include "plan_layers.h"
+#include "team_step.h"
 
 namespace {
-
-// out[r] = dtype(h[r] * rsqrt(mean(h[r]^2) + eps) * w), h float32; rows in parallel
-template <typename T>
-void rms_norm(const float* h, const T* w, T* out, int64_t rows, int64_t dim, float eps) {
-  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* x = h + r * dim;
-      float ss = 0.f;
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < dim; ++i) ss += x[i] * x[i];
-      const float inv = 1.f / std::sqrt(ss / static_cast<float>(dim) + eps);
-      T* y = out + r * dim;
-      for (int64_t i = 0; i < dim; ++i) y[i] = round_to<T>(x[i] * inv * load_f(w, i));
-    }
-  });
-}
-
-template <typename T>
-void add_into(float* __restrict h, const T* __restrict x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) h[i] += load_f(x, i);
-}
-
-// rotate-half rotary of one head, each product rounded like the eager bf16 ops
-template <typename T>
-inline void rope_head(const T* x, const T* cos, const T* sin, T* out, int64_t d) {
-  const int64_t half = d / 2;
-  for (int64_t i = 0; i < d; ++i) {
-    const float rot = i < half ? -static_cast<float>(x[i + half]) : static_cast<float>(x[i - half]);
-    const T a = round_to<T>(static_cast<float>(x[i]) * static_cast<float>(cos[i]));
-    const T b = round_to<T>(static_cast<float>(round_to<T>(rot)) * static_cast<float>(sin[i]));
-    out[i] = round_to<T>(static_cast<float>(a) + static_cast<float>(b));
-  }
-}
-
-// mkldnn::_linear_pointwise(X, W, B?, attr, scalars, algorithm): oneDNN's
-// linear over a weight packed by mkldnn::_reorder_linear_weight
-at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
-  c10::List<c10::optional<at::Scalar>> scalars;
-  scalars.push_back(c10::nullopt);
-  torch::jit::Stack stack{x, w, bias.defined() ? c10::IValue(bias) : c10::IValue(), std::string("none"), scalars, c10::IValue()};
-  op.callBoxed(stack);
-  return stack[0].toTensor();
-}
-
-
-// One kernel of a linear layer, as sglang.srt.layers.linear_kernels describes
-// it (LinearKernel.spec): named fields, the same kernel the eager layer calls.
-struct KernelSpec {
-  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "q4_i16", "int4_bf16", "q8_f32", "q8_i8", "q8_i16", "int8_rows"
-  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4/q8_i8 and _i16: 8-row groups
-  at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N];
-                       // q4_i8/q4_i16: float16 [N/8, K/32, 2, 8]; q8_i8/q8_i16: float16 [N/8, K/32, 8]
-  int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
-  int64_t out_features = 0, in_features = 0;
-
-  at::Tensor apply(const at::Tensor& x, const at::Tensor& bias) const {
-    at::Tensor y;
-    if (kind == "onednn") return onednn_linear(x, weight, bias);
-    if (kind == "dense") return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
-    if (kind == "q4_f32") y = q4_linear_f32(x, weight, scales);
-    else if (kind == "q8_f32") y = q8_linear_f32(x, weight, scales);
-    else if (kind == "q4_i8") y = q4_linear_i8(x, weight, scales, out_features);
-    else if (kind == "q8_i8") y = q8_linear_i8(x, weight, scales, out_features);
-    else if (kind == "q4_i16") y = q4_linear_i16(x, weight, scales, out_features);
-    else if (kind == "q8_i16") y = q8_linear_i16(x, weight, scales, out_features);
-    else if (kind == "int4_bf16") y = at::_weight_int4pack_mm_for_cpu(x, weight, 32, scales);
-    else if (kind == "int8_rows") y = at::_weight_int8pack_mm(x, weight, scales);
-    else TORCH_CHECK(false, "unknown linear kernel kind '", kind, "'");
-    return bias.defined() ? y.add_(bias) : y;
-  }
-};
-
-// A linear layer: its kernels in order of max_batch (the last takes any batch) and its bias.
-struct Linear {
-  std::vector<KernelSpec> kernels;
-  at::Tensor bias;  // [N] or undefined
-  int64_t out_features = 0, in_features = 0;
-
-  at::Tensor operator()(const at::Tensor& x) const {
-    for (const auto& k : kernels)
-      if (k.max_batch == 0 || x.size(0) <= k.max_batch) return k.apply(x, bias);
-    TORCH_CHECK(false, "no kernel of this linear layer takes ", x.size(0), " rows");
-  }
-};
-
-// the linear layers an adapter may target, in the order of the LoRA mask's columns
-enum LoraLinear : int64_t { kQkv = 0, kO = 1, kGateUp = 2, kDown = 3, kLoraLinears = 4 };
-
-struct Layer {
-  at::Tensor input_norm, post_norm;  // [hidden]
-  Linear qkv, o, gate_up, down;
-  LoraWeights lora[kLoraLinears];  // the adapter pool's buffers of each linear (set_lora); undefined: none
-  at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim]: the model dtype, or bfloat16 under a float32 model
-};
 
 class DecodePlan {
  public:
@@ -162,6 +63,7 @@ class DecodePlan {
     l.k_cache = k_cache;
     l.v_cache = v_cache;
     layers_.push_back(std::move(l));
+    team_.clear();
   }
 
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
@@ -197,6 +99,12 @@ class DecodePlan {
   }
 
   int64_t lora_slots() const { return lora_slots_; }
+
+  // Whether a step of `batch` rows with no adapter rows runs in one parallel region (team_step.h)
+  bool runs_in_one_region(int64_t batch) {
+    TORCH_CHECK(batch >= 1, "runs_in_one_region: batch must be at least 1, got ", batch);
+    return !layers_.empty() && layers_.front().input_norm.scalar_type() == at::kFloat && !team_layers(batch).empty();
+  }
 
   // h: [B, hidden] float32 residual stream, updated in place and returned.
   // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
@@ -276,6 +184,16 @@ class DecodePlan {
   void run_impl(at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
                 const at::Tensor& kv_lens, const at::Tensor& out_loc, const LoraRows& lora) {
     const int64_t B = h.size(0), hidden = h.size(1);
+    if constexpr (std::is_same<T, float>::value) {
+      const std::vector<TeamLayer>& team = team_layers(B);
+      if (lora.empty() && !team.empty()) {
+        const TeamInputs in{h.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), kv_index.data_ptr<int64_t>(),
+                            kv_lens.data_ptr<int64_t>(), out_loc.data_ptr<int64_t>(), B, hidden, kv_index.size(1), heads_, kv_heads_,
+                            head_dim_, eps_};
+        run_team<KV>(layers_, team, in);
+        return;
+      }
+    }
     const auto opts = h.options().dtype(c10::CppTypeToScalarType<T>::value);
     at::Tensor x = at::empty({B, hidden}, opts);
     at::Tensor q = at::empty({B, heads_ * head_dim_}, opts);
@@ -341,9 +259,19 @@ class DecodePlan {
     });
   }
 
+  // The integer products of every layer for B rows (team_step.h), resolved once per batch size; empty: the
+  // per-op driver runs this batch size (a kernel that is not an integer one, or heads the team cannot split)
+  const std::vector<TeamLayer>& team_layers(int64_t B) {
+    if (static_cast<int64_t>(team_.size()) <= B) team_.resize(B + 1);
+    auto& slot = team_[B];
+    if (!slot.has_value()) slot = team_fits(layers_, heads_, kv_heads_, head_dim_) ? resolve_team(layers_, B) : std::vector<TeamLayer>{};
+    return *slot;
+  }
+
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
   std::vector<Layer> layers_;
+  std::vector<c10::optional<std::vector<TeamLayer>>> team_;  // by batch size; cleared when a layer is added
   int64_t lora_slots_ = -1;  // slots of the attached LoRA pool (-1: none)
 };
 
@@ -397,6 +325,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("num_layers", &DecodePlan::num_layers)
       .def("set_lora", &DecodePlan::set_lora, py::arg("layer"), py::arg("linear"), py::arg("a"), py::arg("bt"))
       .def("lora_slots", &DecodePlan::lora_slots)
+      .def("runs_in_one_region", &DecodePlan::runs_in_one_region, py::arg("batch"))
       // the step touches no Python object: other threads of the process run meanwhile
       .def("run", &DecodePlan::run, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"), py::arg("out_loc"),
            py::arg("lora_slots") = py::none(), py::arg("lora_mask") = py::none(), py::call_guard<py::gil_scoped_release>());

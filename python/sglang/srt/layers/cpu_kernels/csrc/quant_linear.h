@@ -38,6 +38,36 @@ void quant_rows(const uint8_t* wg, const uint16_t* smg, const typename A::T* xq,
   }
 }
 
+// A weight repacked in groups of 8 rows for K inputs and N outputs: [ceil(N / 8), K / 32 * F::kBytes]
+template <typename F>
+inline bool weight_fits(const at::Tensor& w, int64_t K, int64_t N) {
+  return K % 32 == 0 && N >= 1 && w.dim() == 2 && w.size(0) == (N + 7) / 8 && w.size(1) == K / 32 * F::kBytes && w.is_contiguous();
+}
+
+// its float16 scales (and Q4 mins): [ceil(N / 8), K / 32, (2,) 8], contiguous
+template <typename F>
+inline bool scales_fit(const at::Tensor& sm, int64_t K, int64_t N) {
+  return sm.scalar_type() == at::kHalf && sm.is_contiguous() && sm.numel() == (N + 7) / 8 * (K / 32) * (F::kMin ? 16 : 8);
+}
+
+// y[:, 8 g0 .. 8 g1) of y [M, N] = x @ W.T for groups g0..g1 of a weight repacked in groups of 8 rows, x
+// quantized (xq [M, K], xd/xs [M, K / 32]); the rows of x in balanced chunks of at most A::kMaxRows.
+// Throws nothing for valid shapes (team_step.h calls it inside a parallel region).
+template <typename A, typename F>
+void quant_groups(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
+                  int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
+  const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* wg = wp + g * nb * F::kBytes;
+    const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
+    for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
+      const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
+      quant_rows<A, F>(wg, smg, xq + m0 * K, xd + m0 * nb, xs + m0 * nb, y + m0 * N, m1 - m0, K, N, g * 8);
+      m0 = m1;
+    }
+  }
+}
+
 // y = x @ W.T for float32 x [M, K] and a weight repacked in groups of 8 rows (N rows, G = ceil(N / 8) groups)
 template <typename A, typename F>
 at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::Tensor& sm, int64_t N) {
@@ -45,11 +75,10 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   TORCH_CHECK(x.scalar_type() == at::kFloat && x.dim() == 2, "the ", A::kName, " kernels take float32 x [M, K]");
   const int64_t M = x.size(0), K = x.size(1), nb = K / 32, G = (N + 7) / 8;
   TORCH_CHECK(M >= 1, "the ", A::kName, " kernels take at least one row");
-  TORCH_CHECK(K % 32 == 0 && N >= 1 && w.dim() == 2 && w.size(0) == G && w.size(1) == nb * F::kBytes && w.is_contiguous(),
-              "the ", A::kName, " kernels take x [M, K] against a repacked weight [", G, ", ", nb * F::kBytes, "] for K = ", K,
-              ", got ", w.sizes());
-  TORCH_CHECK(sm.scalar_type() == at::kHalf && sm.is_contiguous() && sm.numel() == G * nb * (F::kMin ? 16 : 8),
-              "the ", A::kName, " kernels' scales must be contiguous float16 [", G, ", ", nb, F::kMin ? ", 2, 8]" : ", 8]");
+  TORCH_CHECK(weight_fits<F>(w, K, N), "the ", A::kName, " kernels take x [M, K] against a repacked weight [", G, ", ",
+              nb * F::kBytes, "] for K = ", K, ", got ", w.sizes());
+  TORCH_CHECK(scales_fit<F>(sm, K, N), "the ", A::kName, " kernels' scales must be contiguous float16 [", G, ", ", nb,
+              F::kMin ? ", 2, 8]" : ", 8]");
   std::vector<typename A::T> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
   const float* xp = x.data_ptr<float>();
@@ -58,17 +87,8 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   float* yp = y.data_ptr<float>();
   const uint8_t* wp = static_cast<const uint8_t*>(w.data_ptr());
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(sm.data_ptr<at::Half>());
-  const int64_t chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
   at::parallel_for(0, G, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      const uint8_t* wg = wp + g * nb * F::kBytes;
-      const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
-      for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
-        const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
-        quant_rows<A, F>(wg, smg, xq.data() + m0 * K, xd.data() + m0 * nb, xs.data() + m0 * nb, yp + m0 * N, m1 - m0, K, N, g * 8);
-        m0 = m1;
-      }
-    }
+    quant_groups<A, F>(wp, sp, xq.data(), xd.data(), xs.data(), yp, M, K, N, begin, end);
   });
   return y;
 }

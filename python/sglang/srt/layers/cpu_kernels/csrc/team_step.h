@@ -1,0 +1,256 @@
+// The decode step of a float32 model whose products all run on the integer kernels (quant_linear.h),
+// in ONE OpenMP parallel region: the team forks once a step and meets at a barrier between phases,
+// where the per-op driver (DecodePlan::run_impl) forks and joins five regions a layer and calls
+// ATen for the SiLU-and-mul and every output buffer (at one row on the 2-core EPYC, each of those
+// ~150 regions cost 1-4 us, and the layer's ATen calls about as much again). A layer's phases:
+//   rows:      h += the previous layer's down output; x = RMSNorm(h), quantized for qkv
+//   qkv:       the product, output groups split between the threads
+//   rotary:    q and k heads rotated, K and V written to their slots (a barrier follows: a row of a
+//              verify or a short prefill attends to the slots the rows before it write)
+//   attention: one task per (request, KV heads), its output quantized for o in place
+//   o:         the product
+//   rows:      h += o; x = RMSNorm(h), quantized for gate_up
+//   gate_up:   the product
+//   silu:      act = SiLU(gate) * up per block of 32, quantized for down
+//   down:      the product
+// Nothing in the region allocates or throws: every shape is checked when the layers are resolved
+// (resolve_team), and a plan that does not qualify runs the per-op driver. Included by decode_step.cpp.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "decode_attention.h"
+#include "plan_layers.h"
+
+namespace {
+
+// One linear layer's integer kernel for a batch size: its repacked blocks and arithmetic.
+struct IntProduct {
+  bool i16 = false;  // int16 activations (else int8)
+  bool q8 = false;   // Q8_0 blocks (else Q4)
+  const uint8_t* w = nullptr;
+  const uint16_t* sm = nullptr;
+  const float* bias = nullptr;
+  int64_t N = 0, K = 0;
+};
+
+struct TeamLayer {
+  IntProduct qkv, o, gate_up, down;
+};
+
+// The integer kernel `lin` runs for B rows, if it is one whose blocks fit (false: the per-op driver runs it)
+inline bool resolve_product(const Linear& lin, int64_t B, IntProduct* p) {
+  for (const auto& k : lin.kernels) {
+    if (k.max_batch != 0 && B > k.max_batch) continue;
+    const bool i8 = k.kind == "q4_i8" || k.kind == "q8_i8", i16 = k.kind == "q4_i16" || k.kind == "q8_i16";
+    if (!i8 && !i16) return false;
+    const bool q8 = k.kind[1] == '8';
+    const int64_t K = k.in_features, N = k.out_features;
+    const bool fits = q8 ? weight_fits<Q8I8>(k.weight, K, N) && scales_fit<Q8I8>(k.scales, K, N) && k.weight.scalar_type() == at::kChar
+                         : weight_fits<Q4I8>(k.weight, K, N) && scales_fit<Q4I8>(k.scales, K, N) && k.weight.scalar_type() == at::kByte;
+    if (!fits) return false;
+    if (lin.bias.defined() && (lin.bias.scalar_type() != at::kFloat || !lin.bias.is_contiguous() || lin.bias.numel() != N)) return false;
+    *p = IntProduct{i16, q8, static_cast<const uint8_t*>(k.weight.data_ptr()), reinterpret_cast<const uint16_t*>(k.scales.data_ptr<at::Half>()),
+                    lin.bias.defined() ? lin.bias.data_ptr<float>() : nullptr, N, K};
+    return true;
+  }
+  return false;
+}
+
+// Every layer's four products for B rows, or an empty vector when one of them is not an integer kernel
+inline std::vector<TeamLayer> resolve_team(const std::vector<Layer>& layers, int64_t B) {
+  std::vector<TeamLayer> out(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    TeamLayer& t = out[i];
+    if (!resolve_product(l.qkv, B, &t.qkv) || !resolve_product(l.o, B, &t.o) || !resolve_product(l.gate_up, B, &t.gate_up) ||
+        !resolve_product(l.down, B, &t.down))
+      return {};
+  }
+  return out;
+}
+
+// The quantized activations of a product's input: B rows of K, row r at r * K elements of the product's
+// integer type (int8 rows use the first half of the buffer), block scales d and sums s [B, K / 32]
+struct QuantRows {
+  std::vector<int16_t> q;
+  std::vector<float> d, s;
+  void* row(bool i16, int64_t r, int64_t K) {
+    return i16 ? static_cast<void*>(q.data() + r * K) : static_cast<void*>(reinterpret_cast<int8_t*>(q.data()) + r * K);
+  }
+};
+
+// Blocks [b0, b1) of row r of the input of product p, from x (float32, at block b0) into `to`
+inline void quantize_blocks(const IntProduct& p, const float* x, int64_t r, int64_t b0, int64_t b1, QuantRows& to) {
+  const int64_t nb = p.K / 32;
+  void* q = to.row(p.i16, r, p.K);
+  for (int64_t b = b0; b < b1; ++b) {
+    float* d = to.d.data() + r * nb + b;
+    float* s = to.s.data() + r * nb + b;
+    const float* xb = x + 32 * (b - b0);
+    if (p.i16) I16Act::quantize(xb, static_cast<int16_t*>(q) + 32 * b, d, s);
+    else I8Act::quantize(xb, static_cast<int8_t*>(q) + 32 * b, d, s);
+  }
+}
+
+// y [M, N] columns of groups [g0, g1) (plus the bias there) from quantized rows
+inline void product_groups(const IntProduct& p, QuantRows& x, float* y, int64_t M, int64_t g0, int64_t g1) {
+  const void* xq = x.row(p.i16, 0, p.K);
+  if (p.i16 && p.q8) quant_groups<I16Act, Q8I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
+  else if (p.i16) quant_groups<I16Act, Q4I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
+  else if (p.q8) quant_groups<I8Act, Q8I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
+  else quant_groups<I8Act, Q4I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
+  if (p.bias != nullptr)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = g0 * 8; n < std::min(g1 * 8, p.N); ++n) y[m * p.N + n] += p.bias[n];
+}
+
+// [begin, end) of thread tid's share of n items (at::parallel_for's static split)
+inline void share(int64_t n, int tid, int nt, int64_t* begin, int64_t* end) {
+  *begin = n * tid / nt;
+  *end = n * (tid + 1) / nt;
+}
+
+// The shapes and inputs of one step (DecodePlan::run's, checked there)
+struct TeamInputs {
+  float* h;  // [B, hidden] residual stream, updated in place
+  const float *cos, *sin;  // [B, D]
+  const int64_t *idx, *lens, *loc;  // kv_index [B, Lmax], kv_lens [B], out_loc [B]
+  int64_t B, hidden, Lmax, H, Hkv, D;
+  float eps;
+};
+
+// The team's plan holds for this model: the attention heads of a task are whole blocks of 32 (their output is
+// quantized by the task), and the layers' norms are float32
+inline bool team_fits(const std::vector<Layer>& layers, int64_t H, int64_t Hkv, int64_t D) {
+  if ((H / Hkv * D) % 32 != 0) return false;
+  for (const Layer& l : layers)
+    if (l.input_norm.scalar_type() != at::kFloat || l.post_norm.scalar_type() != at::kFloat) return false;
+  return true;
+}
+
+template <typename KV>
+void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in) {
+  const int64_t B = in.B, hidden = in.hidden, D = in.D, H = in.H, Hkv = in.Hkv, G = H / Hkv;
+  const int64_t qs = H * D, kvs = Hkv * D, width = qs + 2 * kvs, inter = team.front().gate_up.N / 2;
+  const int64_t per = B >= kWholeRows ? Hkv : 1, tasks = B * (Hkv / per), nq = per * G, Lpad = (in.Lmax + 7) / 8 * 8;
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
+  std::vector<float> x(B * hidden), qkv(B * width), q(B * qs), attn(B * qs), o(B * hidden), gu(B * 2 * inter), dn(B * hidden);
+  QuantRows xq;
+  xq.q.resize(B * kmax);
+  xq.d.resize(B * kmax / 32);
+  xq.s.resize(B * kmax / 32);
+  struct Buffers {
+    const float *input_norm, *post_norm;
+    KV *k, *v;
+  };
+  std::vector<Buffers> bufs;
+  for (Layer& l : layers)
+    bufs.push_back({l.input_norm.data_ptr<float>(), l.post_norm.data_ptr<float>(), l.k_cache.data_ptr<KV>(), l.v_cache.data_ptr<KV>()});
+  at::internal::lazy_init_num_threads();
+  const int nt = std::max(1, at::get_num_threads());
+  float* h = in.h;
+#pragma omp parallel num_threads(nt)
+  {
+    const int tid = omp_get_thread_num(), n_threads = omp_get_num_threads();
+    std::vector<float> sc(nq * Lpad), kf(8 * D), krot(D);
+    int64_t r0, r1;
+    share(B, tid, n_threads, &r0, &r1);
+    // h += add (if any); x = RMSNorm(h) quantized for p, rows r0..r1
+    auto rows = [&](const float* add, const float* norm, const IntProduct& p) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* hr = h + r * hidden;
+        if (add != nullptr) add_into<float>(hr, add + r * hidden, hidden);
+        rms_norm_row<float>(hr, norm, x.data() + r * hidden, hidden, in.eps);
+        quantize_blocks(p, x.data() + r * hidden, r, 0, hidden / 32, xq);
+      }
+    };
+    auto product = [&](const IntProduct& p, float* y) {
+      int64_t g0, g1;
+      share((p.N + 7) / 8, tid, n_threads, &g0, &g1);
+      product_groups(p, xq, y, B, g0, g1);
+    };
+    for (size_t li = 0; li < layers.size(); ++li) {
+      const Buffers& l = bufs[li];
+      const TeamLayer& t = team[li];
+      rows(li == 0 ? nullptr : dn.data(), l.input_norm, t.qkv);
+#pragma omp barrier
+      product(t.qkv, qkv.data());
+#pragma omp barrier
+      {  // rotary: one item per (row, q or KV head)
+        KV* kc = l.k;
+        KV* vc = l.v;
+        int64_t i0, i1;
+        share(B * (H + Hkv), tid, n_threads, &i0, &i1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t b = i / (H + Hkv), hh = i % (H + Hkv);
+          const float* row = qkv.data() + b * width;
+          const float* c = in.cos + b * D;
+          const float* s = in.sin + b * D;
+          if (hh < H) {
+            rope_head<float>(row + hh * D, c, s, q.data() + b * qs + hh * D, D);
+            continue;
+          }
+          const int64_t kh = hh - H;
+          KV* kd = kc + in.loc[b] * kvs + kh * D;
+          KV* vd = vc + in.loc[b] * kvs + kh * D;
+          const float* v = row + qs + kvs + kh * D;
+          if constexpr (std::is_same<KV, float>::value) {
+            rope_head<float>(row + qs + kh * D, c, s, kd, D);
+            std::memcpy(vd, v, D * sizeof(float));
+          } else {
+            rope_head<float>(row + qs + kh * D, c, s, krot.data(), D);
+            for (int64_t j = 0; j < D; ++j) {
+              kd[j] = round_to<KV>(krot[j]);
+              vd[j] = round_to<KV>(v[j]);
+            }
+          }
+        }
+      }
+#pragma omp barrier
+      {  // attention, each task's output quantized for o (its heads are whole blocks of 32: checked by the caller)
+        const AttnPool<KV> pool{l.k, l.v, kvs};
+        int64_t t0, t1;
+        share(tasks, tid, n_threads, &t0, &t1);
+        for (int64_t task = t0; task < t1; ++task) {
+          const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, off = b * qs + g0 * G * D;
+          attention_task<float, KV>(pool, in.idx + b * in.Lmax, in.lens[b], g0, per, G, D, scale, q.data() + off, sc.data(), Lpad,
+                                    kf.data(), attn.data() + off);
+          quantize_blocks(t.o, attn.data() + off, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
+        }
+      }
+#pragma omp barrier
+      product(t.o, o.data());
+#pragma omp barrier
+      rows(o.data(), l.post_norm, t.gate_up);
+#pragma omp barrier
+      product(t.gate_up, gu.data());
+#pragma omp barrier
+      {  // act = SiLU(gate) * up, as ATen's float kernels compute it, a block of 32 at a time, quantized for down
+        const int64_t nb = inter / 32;
+        int64_t i0, i1;
+        share(B * nb, tid, n_threads, &i0, &i1);
+        alignas(32) float a[32];
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = i / nb, b = i % nb;
+          const float* g = gu.data() + r * 2 * inter + 32 * b;
+          const float* u = g + inter;
+#pragma omp simd
+          for (int j = 0; j < 32; ++j) a[j] = g[j] / (1.f + fast_exp(-g[j])) * u[j];
+          quantize_blocks(t.down, a, r, b, b + 1, xq);
+        }
+      }
+#pragma omp barrier
+      product(t.down, dn.data());
+#pragma omp barrier
+    }
+    for (int64_t r = r0; r < r1; ++r) add_into<float>(h + r * hidden, dn.data() + r * hidden, hidden);
+  }
+}
+
+}  // namespace
