@@ -15,7 +15,7 @@ from sglang.srt.layers.cpu_kernels.isa import MathPlan, auto_kv_dtype, gguf_math
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three primary colors.", "What is 12 times 12?"]
 GREEDY = {"temperature": 0, "max_new_tokens": 12}
 # what each arithmetic gives the default model's 30 layers x (qkv, o, gate_up, down) and its tied head
-SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4_i8; 1 x q8_f32", "mixed16": "60 x q4_i16; 60 x q4_i8; 1 x q8_i16",
+SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4_i8; 1 x q8_f32", "mixed16": "60 x q4_i16; 60 x q4_i8; 1 x q8_i8",
            "int8": "120 x q4_i8; 1 x q8_i8"}
 
 

@@ -166,7 +166,7 @@ class Q4I16(Q4I8):
 
 
 class Q8I16(Q8I8):
-    """The ``q8_i8`` weights against int16 activations per block of 32 (the LM head's ``q4_i16``)."""
+    """The ``q8_i8`` weights against int16 activations per block of 32 (a Q8_0 layer's ``q4_i16``)."""
 
     kind = "q8_i16"
 

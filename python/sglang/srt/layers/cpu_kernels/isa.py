@@ -93,7 +93,7 @@ def host_choice() -> Choice:
 # --- The GGUF kernels' arithmetic per batch size: decided here and nowhere else -----------------------------
 # float32 models compute on the GGUF's Q4 blocks in one of four arithmetics (``weight_format.activation`` says
 # which layer multiplies what): ``float32`` (the exact weights), ``mixed`` (int8 activations for ``o`` and
-# ``gate_up`` only), ``mixed16`` (those, and int16 activations for the rest and the LM head) or ``int8``
+# ``gate_up`` only), ``mixed16`` (those and the LM head, int16 activations for the rest) or ``int8``
 # (every layer and the LM head). Each batch-size bucket runs the one that measured fastest on the CPU among
 # those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one arithmetic at every size.
 MATH_ENV = "SGLANG_CPU_GGUF_MATH"
