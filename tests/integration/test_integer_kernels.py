@@ -223,8 +223,8 @@ def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_
 
 
 @pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16"])
-@pytest.mark.parametrize("batch", [1, 5, 37])
-def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, plan):
+@pytest.mark.parametrize("batch,first_token", [(1, False), (1, True), (5, False), (37, False)])
+def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, first_token, plan):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
@@ -244,6 +244,8 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     for buf in (*pool.k_buffer, *pool.v_buffer):  # a random cached prefix
         buf.copy_(torch.randn(buf.shape, generator=gen))
     lens = torch.randint(2, 60, (batch,), generator=gen)
+    if first_token:  # a context of one token: split-KV attention (one request) leaves a token range empty
+        lens[:] = 1
     slots = torch.arange(batch * 64).view(batch, 64) + 16  # each request's own run of slots
     fb = ForwardBatch(ForwardMode.DECODE, torch.randint(0, 300, (batch,), generator=gen), lens - 1, slots[torch.arange(batch), lens - 1],
                       (lens - 1).tolist(), [1] * batch, torch.arange(batch), kv_index=slots, kv_lens=lens)

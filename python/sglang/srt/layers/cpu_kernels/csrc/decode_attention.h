@@ -101,11 +101,13 @@ void weighted_heads(int64_t gb, const AttnPool<KV>& pool, const int64_t* slots, 
   }
 }
 
-// One task: request with slots[0..L), KV heads [g0, g0 + per), their query heads' float32 q in qf
+// One task: request with slots[0..L) (L >= 1), KV heads [g0, g0 + per), their query heads' float32 q in qf
 // [per * G, D]; o: the task's first query head's output row. sc [per * G, Lpad] and kf [8, D] are scratch.
+// stats (optional, [per * G, 2]): each query head's largest score and its softmax denominator, from which
+// team_step.h merges the outputs of one request's token ranges (split-KV decoding).
 template <typename T, typename KV>
 void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t g0, int64_t per, int64_t G, int64_t D,
-                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, T* o) {
+                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, T* o, float* stats = nullptr) {
   const int64_t NV = D / 8, off = g0 * D, nq = per * G;
   for (int64_t t0 = 0; t0 < L; t0 += 8) {
     const int64_t n = std::min<int64_t>(8, L - t0);
@@ -158,6 +160,10 @@ void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
     }
 #pragma omp simd
     for (int64_t t = 0; t < L; ++t) s[t] = round_as<T>(s[t] / sum);
+    if (stats != nullptr) {
+      stats[2 * j] = mx;
+      stats[2 * j + 1] = sum;
+    }
   }
   for (int64_t g = 0; g < per; ++g)
     for (int64_t j0 = g * G; j0 < (g + 1) * G; j0 += 4)

@@ -7,7 +7,9 @@
 //   qkv:       the product, output groups split between the threads
 //   rotary:    q and k heads rotated, K and V written to their slots (a barrier follows: a row of a
 //              verify or a short prefill attends to the slots the rows before it write)
-//   attention: one task per (request, KV heads), its output quantized for o in place
+//   attention: one task per (request, KV heads), its output quantized for o in place; with fewer such tasks
+//              than two a thread (one request on 2 threads), one task per (request, token range) and a
+//              merge of the ranges' outputs (split-KV decoding)
 //   o:         the product
 //   rows:      h += o; x = RMSNorm(h), quantized for gate_up
 //   gate_up:   the product
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -137,7 +140,13 @@ template <typename KV>
 void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in) {
   const int64_t B = in.B, hidden = in.hidden, D = in.D, H = in.H, Hkv = in.Hkv, G = H / Hkv;
   const int64_t qs = H * D, kvs = Hkv * D, width = qs + 2 * kvs, inter = team.front().gate_up.N / 2;
-  const int64_t per = B >= kWholeRows ? Hkv : 1, tasks = B * (Hkv / per), nq = per * G, Lpad = (in.Lmax + 7) / 8 * 8;
+  at::internal::lazy_init_num_threads();
+  const int nt = std::max(1, at::get_num_threads());
+  // Split-KV when a task per (request, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
+  // ran 2 tasks against 1): each request's tokens in nt ranges, all its heads a task, the ranges' outputs merged
+  const int64_t S = B * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
+  const int64_t per = S > 1 || B >= kWholeRows ? Hkv : 1, tasks = B * (Hkv / per) * S, nq = per * G, Lpad = (in.Lmax + 7) / 8 * 8;
+  std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
   std::vector<float> x(B * hidden), qkv(B * width), q(B * qs), attn(B * qs), o(B * hidden), gu(B * 2 * inter), dn(B * hidden);
@@ -152,8 +161,6 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   std::vector<Buffers> bufs;
   for (Layer& l : layers)
     bufs.push_back({l.input_norm.data_ptr<float>(), l.post_norm.data_ptr<float>(), l.k_cache.data_ptr<KV>(), l.v_cache.data_ptr<KV>()});
-  at::internal::lazy_init_num_threads();
-  const int nt = std::max(1, at::get_num_threads());
   float* h = in.h;
 #pragma omp parallel num_threads(nt)
   {
@@ -217,11 +224,50 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
         const AttnPool<KV> pool{l.k, l.v, kvs};
         int64_t t0, t1;
         share(tasks, tid, n_threads, &t0, &t1);
-        for (int64_t task = t0; task < t1; ++task) {
+        for (int64_t task = t0; task < t1 && S == 1; ++task) {
           const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, off = b * qs + g0 * G * D;
           attention_task<float, KV>(pool, in.idx + b * in.Lmax, in.lens[b], g0, per, G, D, scale, q.data() + off, sc.data(), Lpad,
                                     kf.data(), attn.data() + off);
           quantize_blocks(t.o, attn.data() + off, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
+        }
+        for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of request b, every head
+          const int64_t b = task / S, si = task % S, L = in.lens[b], ta = L * si / S, tb = L * (si + 1) / S;
+          float* st = stats.data() + (si * B + b) * H * 2;
+          if (tb == ta) {  // fewer tokens than ranges: this one is empty, and the merge skips it
+            for (int64_t j = 0; j < H; ++j) st[2 * j + 1] = 0.f;
+            continue;
+          }
+          attention_task<float, KV>(pool, in.idx + b * in.Lmax + ta, tb - ta, 0, Hkv, G, D, scale, q.data() + b * qs, sc.data(), Lpad,
+                                    kf.data(), parts.data() + (si * B + b) * qs, st);
+        }
+      }
+      if (S > 1) {
+#pragma omp barrier
+        // o = sum_i w_i o_i / sum_i w_i, w_i = l_i exp(m_i - max m): the softmax over all the ranges' scores
+        int64_t i0, i1;
+        share(B * Hkv, tid, n_threads, &i0, &i1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t b = i / Hkv, g = i % Hkv;
+          for (int64_t j = g * G; j < (g + 1) * G; ++j) {
+            float top = -std::numeric_limits<float>::infinity(), w[16], wsum = 0.f;
+            for (int64_t si = 0; si < S; ++si) {
+              const float* st = stats.data() + ((si * B + b) * H + j) * 2;
+              if (st[1] > 0.f) top = std::max(top, st[0]);
+            }
+            for (int64_t si = 0; si < S; ++si) {
+              const float* st = stats.data() + ((si * B + b) * H + j) * 2;
+              w[si] = st[1] > 0.f ? st[1] * fast_exp(st[0] - top) : 0.f;
+              wsum += w[si];
+            }
+            float* out = attn.data() + b * qs + j * D;
+            for (int64_t d = 0; d < D; ++d) {
+              float acc = 0.f;
+              for (int64_t si = 0; si < S; ++si)
+                if (w[si] > 0.f) acc += w[si] * parts[(si * B + b) * qs + j * D + d];
+              out[d] = acc / wsum;
+            }
+          }
+          quantize_blocks(t.o, attn.data() + b * qs + g * G * D, b, g * G * D / 32, (g + 1) * G * D / 32, xq);
         }
       }
 #pragma omp barrier
