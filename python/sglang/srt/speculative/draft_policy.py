@@ -18,18 +18,19 @@ from __future__ import annotations
 from sglang.utils.env import env_number
 
 # bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
-# 2-core AVX-512 EPYC with its default mixed16 arithmetic, float16 weight scales and huge pages (docs/benchmarks.md,
-# "Speculative decoding"): one decode row 5.0-5.6 ms; a TARGET_VERIFY forward of ``rows`` rows costs
+# 2-core AVX-512 EPYC with its default mixed16 arithmetic, float16 weight scales and huge pages, re-measured after
+# the one-region step and the int8 LM head (docs/benchmarks.md, "a fourth session"; the table before read 1.49 at
+# 4 rows and 1.94 at 5): a TARGET_VERIFY forward of ``rows`` rows costs
 # VERIFY_COSTS[rows] decode rows, the median of four runs (they spread by 10-20%). Between the measured widths the
 # cost is interpolated, past the last one extended at its last slope. The integer kernels stream each weight block
 # once for several rows, so an extra row costs 0.1-0.3 of a decode row, not a whole one; the step from 4 to 5 rows
 # is the int16 kernels': compute-bound from 4 rows, near the dot-product peak, with a second pass over each
 # weight block past 4 rows (docs/benchmarks.md, "streamed tokens on two cores"). A faster decode row makes each
 # extra row dearer in its units: with float32 scales (a 6.11 ms row) 4 rows cost 1.37.
-VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.06), (2, 1.18), (3, 1.44), (4, 1.49), (5, 1.94), (6, 2.25), (8, 2.82),
-                                               (10, 3.50), (12, 4.11), (16, 5.18))
-VERIFY_BASE_COST = 1.06  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
-VERIFY_ROW_COST = 0.27  # and each extra row, on average
+VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92),
+                                               (10, 3.64), (12, 4.32), (16, 5.42))
+VERIFY_BASE_COST = 1.08  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
+VERIFY_ROW_COST = 0.29  # and each extra row, on average
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
