@@ -222,7 +222,7 @@ def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_
     assert fmt.layers["layers.0.mlp.gate_up_proj"] == "q4_f32 (<= 1 rows), q4_i8 (<= 64 rows), q4_f32 (more rows)"
 
 
-@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16"])
+@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16", "int8/avx2"])
 @pytest.mark.parametrize("batch,first_token", [(1, False), (1, True), (5, False), (37, False)])
 def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, first_token, plan):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
@@ -230,6 +230,9 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
+    # int8/avx2: the plan built from the avx2 family's library (every x86-64 CPU here has it), whatever the host's
+    plan, _, plan_family = plan.partition("/")
+    kernels = load_family_or_skip(plan_family) if plan_family else load_decode_kernels()
     if plan in ("int8", "mixed16"):
         monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", plan)
     else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >64, float32 else
@@ -255,7 +258,7 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         exact = dense.forward(fb.input_ids, fb.positions, fb, attn)
         apply_weight_format(model, blocks, q8, "gguf_q4")
         eager = model.forward(fb.input_ids, fb.positions, fb, attn)
-        decode_plan = model.build_decode_plan(load_decode_kernels(), pool)
+        decode_plan = model.build_decode_plan(kernels, pool)
         fused = model.forward_decode_plan(decode_plan, fb)
     # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers
     assert decode_plan.runs_in_one_region(batch) == (plan != "by_size")
