@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -63,6 +65,7 @@ class DecodePlan {
     l.k_cache = k_cache;
     l.v_cache = v_cache;
     layers_.push_back(std::move(l));
+    std::lock_guard<std::mutex> lock(team_mutex_);
     team_.clear();
   }
 
@@ -261,17 +264,20 @@ class DecodePlan {
 
   // The integer products of every layer for B rows (team_step.h), resolved once per batch size; empty: the
   // per-op driver runs this batch size (a kernel that is not an integer one, or heads the team cannot split)
+  // (a map's entries stay where they are, so a step running on another thread keeps its reference)
   const std::vector<TeamLayer>& team_layers(int64_t B) {
-    if (static_cast<int64_t>(team_.size()) <= B) team_.resize(B + 1);
-    auto& slot = team_[B];
-    if (!slot.has_value()) slot = team_fits(layers_, heads_, kv_heads_, head_dim_) ? resolve_team(layers_, B) : std::vector<TeamLayer>{};
-    return *slot;
+    std::lock_guard<std::mutex> lock(team_mutex_);
+    auto it = team_.find(B);
+    if (it == team_.end())
+      it = team_.emplace(B, team_fits(layers_, heads_, kv_heads_, head_dim_) ? resolve_team(layers_, B) : std::vector<TeamLayer>{}).first;
+    return it->second;
   }
 
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
   std::vector<Layer> layers_;
-  std::vector<c10::optional<std::vector<TeamLayer>>> team_;  // by batch size; cleared when a layer is added
+  std::map<int64_t, std::vector<TeamLayer>> team_;  // by batch size; cleared when a layer is added
+  std::mutex team_mutex_;
   int64_t lora_slots_ = -1;  // slots of the attached LoRA pool (-1: none)
 };
 
