@@ -7,7 +7,9 @@
 // K/V read in place from the pool) are loops here. Built once per kernel family (isa_family.h)
 // and loaded by sglang/srt/layers/cpu_kernels/build.py. LoRA adapter products
 // (lora_product.h) are added after each linear layer an adapter targets, for
-// the rows of a forward that name an adapter slot.
+// the rows of a forward that name an adapter slot. A step whose products are all
+// integer kernels runs in one parallel region (team_step.h); the others run op by
+// op (run_impl). The layer types and row loops both share are in plan_layers.h.
 //
 // Rounding follows the eager torch code op by op (each bfloat16 op rounds its
 // float result once), so bfloat16 output matches the eager path up to the
