@@ -262,6 +262,19 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         fused = model.forward_decode_plan(decode_plan, fb)
     # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers
     assert decode_plan.runs_in_one_region(batch) == (plan != "by_size")
+    # and with an integer LM head (int8, and mixed16's int8 head) the final norm and the head run in it too
+    head = model.lm_head.kernel.kind
+    assert decode_plan.fuses_head(batch, batch) == (plan != "by_size" and head in ("q8_i8", "q8_i16")), head
+    assert fused.shape == eager.shape == (batch, model.lm_head.embedding.vocab_size)
+    # the fused head indexes the residual stream with `rows`: a row outside the batch, or a plan that does not
+    # fuse, is an error before the step runs, never a read out of bounds
+    h = torch.zeros(batch, model.norm.weight.numel())
+    cos, sin = model.rotary.cos[fb.positions], model.rotary.sin[fb.positions]
+    step = (h, cos, sin, fb.kv_index, fb.kv_lens, fb.out_cache_loc)
+    with pytest.raises(RuntimeError, match="outside the batch" if decode_plan.fuses_head(batch, 1) else "does not fuse"):
+        decode_plan.run_logits(*step, torch.tensor([batch]))
+    with pytest.raises(RuntimeError, match="1 <= rows"):
+        decode_plan.run_logits(*step, torch.arange(batch + 1) % batch)
     # the same kernels on the same rows; the norms sum in another order, which now and then moves an activation
     # across an int8 rounding boundary (a row then differs by the int8 error itself, about 1%); under mixed16 it
     # moves int16 roundings too (a few parts in 1e5 of a row), and through them int8 ones downstream more often
@@ -272,3 +285,21 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         assert sum(r < 1e-5 for r in rel) >= 0.9 * batch, rel
     assert all(((f - x).norm() / x.norm()).item() < 0.05 for f, x in zip(fused, exact))
     assert (fused - exact).norm() / exact.norm() < 0.03  # int8 activations against the exact weights
+
+
+def test_argmax_rows_is_torch_max_indices_on_ties_nans_infinities_and_row_strides(family):
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 1003, generator=gen)
+    x[1, 5] = x[1, 900] = 50.0  # a tie: the first wins
+    x[2, 17] = x[2, 600] = float("nan")  # a NaN is the maximum, the first one
+    x[3] = float("-inf")  # all -inf: index 0
+    x[4, 1002] = float("inf")  # the last entry
+    x[5, :] = 0.0
+    wide = torch.randn(7, 1100, generator=gen)
+    wide[:, :1003] = x
+    for logits in (x, wide[:, :1003], x[:1], x[6:]):  # a row stride larger than the row (the head's vocab slice)
+        assert family.argmax_rows(logits).tolist() == logits.max(-1).indices.tolist()
+    with pytest.raises(RuntimeError, match="unit stride"):
+        family.argmax_rows(x.t())
+    with pytest.raises(RuntimeError, match="float32"):
+        family.argmax_rows(x.double())

@@ -33,6 +33,7 @@
 #include "decode_attention.h"
 #include "plan_layers.h"
 #include "team_step.h"
+#include "logits.h"
 
 namespace {
 
@@ -111,6 +112,28 @@ class DecodePlan {
     return !layers_.empty() && layers_.front().input_norm.scalar_type() == at::kFloat && !team_layers(batch).empty();
   }
 
+  // The final RMSNorm (float32 [hidden]) and LM head kernels (vocab of their outputs are logits; the rest
+  // padding) that run_logits applies after the last layer.
+  void set_head(at::Tensor norm, std::vector<KernelSpec> head, int64_t vocab) {
+    TORCH_CHECK(!layers_.empty(), "set_head: add the layers first");
+    const int64_t hidden = layers_.front().input_norm.numel();
+    TORCH_CHECK(norm.scalar_type() == at::kFloat && norm.is_contiguous() && norm.numel() == hidden,
+                "set_head: the final norm must be a contiguous float32 [", hidden, "]");
+    head_ = make_linear("lm_head", std::move(head), c10::nullopt, -1, hidden);
+    TORCH_CHECK(vocab >= 1 && vocab <= head_.out_features, "set_head: vocab ", vocab, " is outside [1, ", head_.out_features, "]");
+    head_norm_ = norm;
+    vocab_ = vocab;
+    std::lock_guard<std::mutex> lock(team_mutex_);
+    heads_for_.clear();
+  }
+
+  // Whether run_logits takes a step of `batch` rows asking for the logits of `rows` of them: the step runs in
+  // one region and the head's kernel for that many rows is an integer one
+  bool fuses_head(int64_t batch, int64_t rows) {
+    TORCH_CHECK(batch >= 1 && rows >= 1 && rows <= batch, "fuses_head: need 1 <= rows (", rows, ") <= batch (", batch, ")");
+    return head_norm_.defined() && runs_in_one_region(batch) && head_for(rows).w != nullptr;
+  }
+
   // h: [B, hidden] float32 residual stream, updated in place and returned.
   // cos, sin: [B, head_dim] model dtype; kv_index: [B, Lmax] int64 slots;
   // kv_lens: [B] int64 (this token included); out_loc: [B] int64 slot of the new token.
@@ -118,28 +141,9 @@ class DecodePlan {
   // lora_mask: [pool slots, 4] bool, slot s has weights in linear k (qkv, o, gate_up, down).
   at::Tensor run(at::Tensor h, at::Tensor cos, at::Tensor sin, at::Tensor kv_index, at::Tensor kv_lens, at::Tensor out_loc,
                  c10::optional<at::Tensor> lora_slots, c10::optional<at::Tensor> lora_mask) {
-    TORCH_CHECK(!layers_.empty(), "the decode plan has no layers");
-    TORCH_CHECK(h.scalar_type() == at::kFloat && h.is_contiguous() && h.dim() == 2, "h must be a contiguous float32 [B, hidden]");
+    const Inputs in = checked(h, cos, sin, kv_index, kv_lens, out_loc);
     const auto dtype = layers_.front().input_norm.scalar_type();
     const int64_t B = h.size(0);
-    TORCH_CHECK(h.size(1) == layers_.front().input_norm.numel(), "h has ", h.size(1), " features, the model ", layers_.front().input_norm.numel());
-    TORCH_CHECK(cos.scalar_type() == dtype && sin.scalar_type() == dtype && cos.size(0) == B && cos.size(-1) == head_dim_,
-                "cos/sin must be [B, head_dim] in the model dtype");
-    TORCH_CHECK(kv_index.scalar_type() == at::kLong && kv_lens.scalar_type() == at::kLong && out_loc.scalar_type() == at::kLong,
-                "slot indices must be int64");
-    TORCH_CHECK(kv_index.dim() == 2 && kv_index.size(0) == B && kv_lens.numel() == B && out_loc.numel() == B,
-                "kv_index [B, Lmax], kv_lens [B] and out_loc [B] must match h's batch");
-    const at::Tensor c = cos.contiguous(), s = sin.contiguous(), idx = kv_index.contiguous();
-    const at::Tensor lens = kv_lens.contiguous(), loc = out_loc.contiguous();
-    // the loops below index the pool with these: out of range would be memory corruption, not an error
-    const int64_t slots = layers_.front().k_cache.size(0);
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t n = lens.data_ptr<int64_t>()[b], at_slot = loc.data_ptr<int64_t>()[b];
-      TORCH_CHECK(n >= 1 && n <= idx.size(1), "kv_lens[", b, "] = ", n, " is outside [1, ", idx.size(1), "]");
-      TORCH_CHECK(at_slot >= 0 && at_slot < slots, "out_loc[", b, "] = ", at_slot, " is outside the pool of ", slots, " slots");
-      const int64_t* row = idx.data_ptr<int64_t>() + b * idx.size(1);
-      for (int64_t t = 0; t < n; ++t) TORCH_CHECK(row[t] >= 0 && row[t] < slots, "kv_index[", b, ", ", t, "] is outside the pool");
-    }
     LoraRows lora;
     if (lora_slots.has_value()) {
       TORCH_CHECK(lora_slots_ > 0, "LoRA rows were given, but no adapter pool is attached to the plan (set_lora)");
@@ -153,16 +157,74 @@ class DecodePlan {
       }
     }
     if (dtype == at::kBFloat16) {
-      run_impl<c10::BFloat16, c10::BFloat16>(h, c, s, idx, lens, loc, lora);
+      run_impl<c10::BFloat16, c10::BFloat16>(h, in, lora);
     } else {
       TORCH_CHECK(dtype == at::kFloat, "the decode plan runs float32 and bfloat16 models, not ", dtype);
-      if (layers_.front().k_cache.scalar_type() == at::kBFloat16) run_impl<float, c10::BFloat16>(h, c, s, idx, lens, loc, lora);
-      else run_impl<float, float>(h, c, s, idx, lens, loc, lora);
+      if (layers_.front().k_cache.scalar_type() == at::kBFloat16) run_impl<float, c10::BFloat16>(h, in, lora);
+      else run_impl<float, float>(h, in, lora);
     }
     return h;
   }
 
+  // run's step (no adapter rows), then the final norm and the LM head of rows `rows` ([R] int64 rows of h) in the
+  // same parallel region: logits [R, vocab] float32, what lm_head(norm(h[rows])) computes. Only where fuses_head.
+  at::Tensor run_logits(at::Tensor h, at::Tensor cos, at::Tensor sin, at::Tensor kv_index, at::Tensor kv_lens, at::Tensor out_loc,
+                        at::Tensor rows) {
+    const Inputs in = checked(h, cos, sin, kv_index, kv_lens, out_loc);
+    const int64_t B = h.size(0);
+    TORCH_CHECK(rows.scalar_type() == at::kLong && rows.dim() == 1, "rows must be a 1-d int64 tensor");
+    const at::Tensor r = rows.contiguous();
+    const int64_t R = r.numel();
+    TORCH_CHECK(fuses_head(B, R), "run_logits: this plan does not fuse the LM head for ", B, " rows (fuses_head)");
+    for (int64_t i = 0; i < R; ++i)
+      TORCH_CHECK(r.data_ptr<int64_t>()[i] >= 0 && r.data_ptr<int64_t>()[i] < B, "rows[", i, "] is outside the batch of ", B);
+    const IntProduct p = head_for(R);
+    at::Tensor logits = at::empty({R, p.N}, h.options());
+    const TeamHead head{p, head_norm_.data_ptr<float>(), r.data_ptr<int64_t>(), R, logits.data_ptr<float>()};
+    const TeamInputs ti = team_inputs(h, in);
+    if (layers_.front().k_cache.scalar_type() == at::kBFloat16) run_team<c10::BFloat16>(layers_, team_layers(B), ti, &head);
+    else run_team<float>(layers_, team_layers(B), ti, &head);
+    return logits.narrow(1, 0, vocab_);
+  }
+
  private:
+  // A step's index inputs, contiguous and checked against the pool (the loops index it with them: out of range
+  // would be memory corruption, not an error)
+  struct Inputs {
+    at::Tensor cos, sin, idx, lens, loc;
+  };
+
+  Inputs checked(const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
+                 const at::Tensor& kv_lens, const at::Tensor& out_loc) const {
+    TORCH_CHECK(!layers_.empty(), "the decode plan has no layers");
+    TORCH_CHECK(h.scalar_type() == at::kFloat && h.is_contiguous() && h.dim() == 2, "h must be a contiguous float32 [B, hidden]");
+    const auto dtype = layers_.front().input_norm.scalar_type();
+    const int64_t B = h.size(0);
+    TORCH_CHECK(h.size(1) == layers_.front().input_norm.numel(), "h has ", h.size(1), " features, the model ", layers_.front().input_norm.numel());
+    TORCH_CHECK(cos.scalar_type() == dtype && sin.scalar_type() == dtype && cos.size(0) == B && cos.size(-1) == head_dim_,
+                "cos/sin must be [B, head_dim] in the model dtype");
+    TORCH_CHECK(kv_index.scalar_type() == at::kLong && kv_lens.scalar_type() == at::kLong && out_loc.scalar_type() == at::kLong,
+                "slot indices must be int64");
+    TORCH_CHECK(kv_index.dim() == 2 && kv_index.size(0) == B && kv_lens.numel() == B && out_loc.numel() == B,
+                "kv_index [B, Lmax], kv_lens [B] and out_loc [B] must match h's batch");
+    Inputs in{cos.contiguous(), sin.contiguous(), kv_index.contiguous(), kv_lens.contiguous(), out_loc.contiguous()};
+    const int64_t slots = layers_.front().k_cache.size(0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = in.lens.data_ptr<int64_t>()[b], at_slot = in.loc.data_ptr<int64_t>()[b];
+      TORCH_CHECK(n >= 1 && n <= in.idx.size(1), "kv_lens[", b, "] = ", n, " is outside [1, ", in.idx.size(1), "]");
+      TORCH_CHECK(at_slot >= 0 && at_slot < slots, "out_loc[", b, "] = ", at_slot, " is outside the pool of ", slots, " slots");
+      const int64_t* row = in.idx.data_ptr<int64_t>() + b * in.idx.size(1);
+      for (int64_t t = 0; t < n; ++t) TORCH_CHECK(row[t] >= 0 && row[t] < slots, "kv_index[", b, ", ", t, "] is outside the pool");
+    }
+    return in;
+  }
+
+  TeamInputs team_inputs(at::Tensor& h, const Inputs& in) const {
+    return TeamInputs{h.data_ptr<float>(), in.cos.data_ptr<float>(), in.sin.data_ptr<float>(), in.idx.data_ptr<int64_t>(),
+                      in.lens.data_ptr<int64_t>(), in.loc.data_ptr<int64_t>(), h.size(0), h.size(1), in.idx.size(1), heads_, kv_heads_,
+                      head_dim_, eps_};
+  }
+
   // out < 0: any number of outputs (checked by the caller)
   static Linear make_linear(const char* name, std::vector<KernelSpec> kernels, const c10::optional<at::Tensor>& bias, int64_t out,
                             int64_t in) {
@@ -186,16 +248,13 @@ class DecodePlan {
 
   // T: the model dtype (activations, weights' outputs); KV: the cache's (T, or bfloat16 under float32)
   template <typename T, typename KV>
-  void run_impl(at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& kv_index,
-                const at::Tensor& kv_lens, const at::Tensor& out_loc, const LoraRows& lora) {
+  void run_impl(at::Tensor& h, const Inputs& in, const LoraRows& lora) {
     const int64_t B = h.size(0), hidden = h.size(1);
+    const at::Tensor &cos = in.cos, &sin = in.sin, &kv_index = in.idx, &kv_lens = in.lens, &out_loc = in.loc;
     if constexpr (std::is_same<T, float>::value) {
       const std::vector<TeamLayer>& team = team_layers(B);
       if (lora.empty() && !team.empty()) {
-        const TeamInputs in{h.data_ptr<float>(), cos.data_ptr<float>(), sin.data_ptr<float>(), kv_index.data_ptr<int64_t>(),
-                            kv_lens.data_ptr<int64_t>(), out_loc.data_ptr<int64_t>(), B, hidden, kv_index.size(1), heads_, kv_heads_,
-                            head_dim_, eps_};
-        run_team<KV>(layers_, team, in);
+        run_team<KV>(layers_, team, team_inputs(h, in));
         return;
       }
     }
@@ -208,7 +267,7 @@ class DecodePlan {
       rms_norm<T>(hp, l.input_norm.data_ptr<T>(), x.data_ptr<T>(), B, hidden, eps_);
       at::Tensor qkv = l.qkv(x);  // [B, q + 2 kv]
       lora_add<T>(x, qkv, l.lora[kQkv], lora, kQkv);
-      rope_and_store<T, KV>(qkv, cos, sin, out_loc, q, l);
+      rope_and_store<T, KV>(qkv, cos, sin, out_loc, q, l, heads_, kv_heads_, head_dim_);
       paged_attention<T, KV>(q.data_ptr<T>(), AttnPool<KV>{l.k_cache.data_ptr<KV>(), l.v_cache.data_ptr<KV>(), kv_heads_ * head_dim_},
                              kv_index.data_ptr<int64_t>(), kv_lens.data_ptr<int64_t>(), B, kv_index.size(1), heads_, kv_heads_,
                              head_dim_, attn.data_ptr<T>());
@@ -227,43 +286,6 @@ class DecodePlan {
     }
   }
 
-  // rotary on q (into q) and k (into its KV slot); v copied to its slot. K and V are rounded to KV once,
-  // after the rotary, as the eager pool's k.to(dtype) does.
-  template <typename T, typename KV>
-  void rope_and_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_loc,
-                      at::Tensor& q, Layer& l) const {
-    const int64_t B = qkv.size(0), D = head_dim_, q_size = heads_ * D, kv_size = kv_heads_ * D;
-    const T* src = qkv.data_ptr<T>();
-    const T* cp = cos.data_ptr<T>();
-    const T* sp = sin.data_ptr<T>();
-    const int64_t* loc = out_loc.data_ptr<int64_t>();
-    T* qp = q.data_ptr<T>();
-    KV* kc = l.k_cache.data_ptr<KV>();
-    KV* vc = l.v_cache.data_ptr<KV>();
-    at::parallel_for(0, B, 8, [&](int64_t begin, int64_t end) {
-      std::vector<T> k(std::is_same<T, KV>::value ? 0 : kv_size);
-      for (int64_t b = begin; b < end; ++b) {
-        const T* row = src + b * (q_size + 2 * kv_size);
-        const T* c = cp + b * D;
-        const T* s = sp + b * D;
-        for (int64_t hh = 0; hh < heads_; ++hh) rope_head<T>(row + hh * D, c, s, qp + b * q_size + hh * D, D);
-        KV* kd = kc + loc[b] * kv_size;
-        KV* vd = vc + loc[b] * kv_size;
-        const T* v = row + q_size + kv_size;
-        if constexpr (std::is_same<T, KV>::value) {
-          for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, kd + hh * D, D);
-          std::memcpy(vd, v, kv_size * sizeof(T));
-        } else {
-          for (int64_t hh = 0; hh < kv_heads_; ++hh) rope_head<T>(row + q_size + hh * D, c, s, k.data() + hh * D, D);
-          for (int64_t i = 0; i < kv_size; ++i) {
-            kd[i] = round_to<KV>(static_cast<float>(k[i]));
-            vd[i] = round_to<KV>(static_cast<float>(v[i]));
-          }
-        }
-      }
-    });
-  }
-
   // The integer products of every layer for B rows (team_step.h), resolved once per batch size; empty: the
   // per-op driver runs this batch size (a kernel that is not an integer one, or heads the team cannot split)
   // (a map's entries stay where they are, so a step running on another thread keeps its reference)
@@ -275,34 +297,29 @@ class DecodePlan {
     return it->second;
   }
 
+  // The LM head's integer kernel for R rows (its weight null where that kernel is not an integer one), resolved once
+  const IntProduct& head_for(int64_t R) {
+    std::lock_guard<std::mutex> lock(team_mutex_);
+    auto it = heads_for_.find(R);
+    if (it == heads_for_.end()) {
+      IntProduct p;
+      if (!resolve_product(head_, R, &p)) p = IntProduct{};
+      it = heads_for_.emplace(R, p).first;
+    }
+    return it->second;
+  }
+
   int64_t heads_, kv_heads_, head_dim_;
   float eps_;
+  Linear head_;  // set_head's: the LM head's kernels; head_norm_ undefined until then
+  at::Tensor head_norm_;
+  int64_t vocab_ = 0;
+  std::map<int64_t, IntProduct> heads_for_;  // by rows; cleared by set_head
   std::vector<Layer> layers_;
   std::map<int64_t, std::vector<TeamLayer>> team_;  // by batch size; cleared when a layer is added
   std::mutex team_mutex_;
   int64_t lora_slots_ = -1;  // slots of the attached LoRA pool (-1: none)
 };
-
-// The plan's segmented LoRA product on its own (tests): y += B[s] (A[s] x) per row, in place.
-at::Tensor lora_product(const at::Tensor& x, at::Tensor y, const at::Tensor& a, const at::Tensor& bt, std::vector<int64_t> part_sizes,
-                        const at::Tensor& row_slots, c10::optional<at::Tensor> mask) {
-  TORCH_CHECK(x.dim() == 2 && y.dim() == 2 && x.scalar_type() == y.scalar_type(), "x [B, in] and y [B, out] of one dtype expected");
-  const LoraWeights w = make_lora_weights("lora_product", a, bt, std::move(part_sizes), x.size(1), y.size(1), x.scalar_type());
-  TORCH_CHECK(row_slots.numel() == x.size(0), "row_slots must have one entry per row");
-  LoraRows g = group_lora_rows(row_slots, a.size(0));
-  if (mask.has_value()) {
-    TORCH_CHECK(mask->scalar_type() == at::kBool && mask->dim() == 2 && mask->size(0) == a.size(0), "mask must be a bool [slots, linears] tensor");
-    g.mask = mask->contiguous();
-  }
-  const at::Tensor xc = x.contiguous();
-  TORCH_CHECK(y.is_contiguous(), "y must be contiguous (it is updated in place)");
-  if (x.scalar_type() == at::kBFloat16) lora_add<c10::BFloat16>(xc, y, w, g, 0);
-  else {
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "the LoRA product runs float32 and bfloat16, not ", x.scalar_type());
-    lora_add<float>(xc, y, w, g, 0);
-  }
-  return y;
-}
 
 }  // namespace
 
@@ -334,9 +351,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("set_lora", &DecodePlan::set_lora, py::arg("layer"), py::arg("linear"), py::arg("a"), py::arg("bt"))
       .def("lora_slots", &DecodePlan::lora_slots)
       .def("runs_in_one_region", &DecodePlan::runs_in_one_region, py::arg("batch"))
+      .def("set_head", &DecodePlan::set_head, py::arg("norm"), py::arg("head"), py::arg("vocab"))
+      .def("fuses_head", &DecodePlan::fuses_head, py::arg("batch"), py::arg("rows"))
+      .def("run_logits", &DecodePlan::run_logits, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"),
+           py::arg("out_loc"), py::arg("rows"), py::call_guard<py::gil_scoped_release>())
       // the step touches no Python object: other threads of the process run meanwhile
       .def("run", &DecodePlan::run, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"), py::arg("out_loc"),
            py::arg("lora_slots") = py::none(), py::arg("lora_mask") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def("argmax_rows", &argmax_rows, "the index of each row's first maximum (torch.max(-1).indices), logits [R, V] float32",
+        py::arg("logits"));
   m.def("lora_product", &lora_product, "y [B, out] += B[s] (A[s] x[r]) for each row r of LoRA slot s = row_slots[r] >= 0 (in place)",
         py::arg("x"), py::arg("y"), py::arg("a"), py::arg("bt"), py::arg("part_sizes"), py::arg("row_slots"), py::arg("mask") = py::none(),
         py::call_guard<py::gil_scoped_release>());

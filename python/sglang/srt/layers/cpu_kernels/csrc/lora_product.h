@@ -157,4 +157,25 @@ inline LoraWeights make_lora_weights(const char* name, at::Tensor a, at::Tensor 
   return LoraWeights{std::move(a), std::move(bt), std::move(part_sizes)};
 }
 
+// The plan's segmented LoRA product on its own (tests): y += B[s] (A[s] x) per row, in place.
+at::Tensor lora_product(const at::Tensor& x, at::Tensor y, const at::Tensor& a, const at::Tensor& bt, std::vector<int64_t> part_sizes,
+                        const at::Tensor& row_slots, c10::optional<at::Tensor> mask) {
+  TORCH_CHECK(x.dim() == 2 && y.dim() == 2 && x.scalar_type() == y.scalar_type(), "x [B, in] and y [B, out] of one dtype expected");
+  const LoraWeights w = make_lora_weights("lora_product", a, bt, std::move(part_sizes), x.size(1), y.size(1), x.scalar_type());
+  TORCH_CHECK(row_slots.numel() == x.size(0), "row_slots must have one entry per row");
+  LoraRows g = group_lora_rows(row_slots, a.size(0));
+  if (mask.has_value()) {
+    TORCH_CHECK(mask->scalar_type() == at::kBool && mask->dim() == 2 && mask->size(0) == a.size(0), "mask must be a bool [slots, linears] tensor");
+    g.mask = mask->contiguous();
+  }
+  const at::Tensor xc = x.contiguous();
+  TORCH_CHECK(y.is_contiguous(), "y must be contiguous (it is updated in place)");
+  if (x.scalar_type() == at::kBFloat16) lora_add<c10::BFloat16>(xc, y, w, g, 0);
+  else {
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "the LoRA product runs float32 and bfloat16, not ", x.scalar_type());
+    lora_add<float>(xc, y, w, g, 0);
+  }
+  return y;
+}
+
 }  // namespace

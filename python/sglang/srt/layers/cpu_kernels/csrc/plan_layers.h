@@ -1,13 +1,15 @@
 // The fused decode plan's layer types and row operations (decode_step.cpp, team_step.h): a linear
 // layer's kernels per batch size (KernelSpec, Linear), a layer's weights and KV buffers (Layer), and
-// the loops both step drivers share (RMSNorm, the residual add, the rotate-half rotary), so each
-// rounding rule lives once.
+// the loops both step drivers share (RMSNorm, the residual add, the rotate-half rotary; the per-op
+// driver's KV write), so each rounding rule lives once.
 #pragma once
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "vec.h"
@@ -116,5 +118,43 @@ struct Layer {
   LoraWeights lora[kLoraLinears];  // the adapter pool's buffers of each linear (set_lora); undefined: none
   at::Tensor k_cache, v_cache;  // [slots, kv_heads, head_dim]: the model dtype, or bfloat16 under a float32 model
 };
+
+// rotary on q (into q) and k (into its KV slot); v copied to its slot. K and V are rounded to KV once,
+// after the rotary, as the eager pool's k.to(dtype) does. qkv [B, (heads + 2 kv_heads) D], q [B, heads D].
+template <typename T, typename KV>
+void rope_and_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& out_loc, at::Tensor& q,
+                    Layer& l, int64_t heads, int64_t kv_heads, int64_t D) {
+  const int64_t B = qkv.size(0), q_size = heads * D, kv_size = kv_heads * D;
+  const T* src = qkv.data_ptr<T>();
+  const T* cp = cos.data_ptr<T>();
+  const T* sp = sin.data_ptr<T>();
+  const int64_t* loc = out_loc.data_ptr<int64_t>();
+  T* qp = q.data_ptr<T>();
+  KV* kc = l.k_cache.data_ptr<KV>();
+  KV* vc = l.v_cache.data_ptr<KV>();
+  at::parallel_for(0, B, 8, [&](int64_t begin, int64_t end) {
+    std::vector<T> k(std::is_same<T, KV>::value ? 0 : kv_size);
+    for (int64_t b = begin; b < end; ++b) {
+      const T* row = src + b * (q_size + 2 * kv_size);
+      const T* c = cp + b * D;
+      const T* s = sp + b * D;
+      for (int64_t hh = 0; hh < heads; ++hh) rope_head<T>(row + hh * D, c, s, qp + b * q_size + hh * D, D);
+      KV* kd = kc + loc[b] * kv_size;
+      KV* vd = vc + loc[b] * kv_size;
+      const T* v = row + q_size + kv_size;
+      if constexpr (std::is_same<T, KV>::value) {
+        for (int64_t hh = 0; hh < kv_heads; ++hh) rope_head<T>(row + q_size + hh * D, c, s, kd + hh * D, D);
+        std::memcpy(vd, v, kv_size * sizeof(T));
+      } else {
+        for (int64_t hh = 0; hh < kv_heads; ++hh) rope_head<T>(row + q_size + hh * D, c, s, k.data() + hh * D, D);
+        for (int64_t i = 0; i < kv_size; ++i) {
+          kd[i] = round_to<KV>(static_cast<float>(k[i]));
+          vd[i] = round_to<KV>(static_cast<float>(v[i]));
+        }
+      }
+    }
+  });
+}
+
 
 }  // namespace

@@ -15,6 +15,8 @@
 //   gate_up:   the product
 //   silu:      act = SiLU(gate) * up per block of 32, quantized for down
 //   down:      the product
+// and, for DecodePlan::run_logits, after the last layer: the final RMSNorm of the rows whose logits are wanted,
+// quantized for the LM head, and its product (the head's groups split between the threads)
 // Nothing in the region allocates or throws: every shape is checked when the layers are resolved
 // (resolve_team), and a plan that does not qualify runs the per-op driver. Included by decode_step.cpp.
 #pragma once
@@ -129,6 +131,16 @@ struct TeamInputs {
 
 // The team's plan holds for this model: the attention heads of a task are whole blocks of 32 (their output is
 // quantized by the task), and the layers' norms are float32
+// The LM head after the last layer (DecodePlan::run_logits): rows[r] of the residual stream, RMSNormed with
+// `norm` and quantized for p, multiplied into logits [R, p.N]; R is at most the step's B (checked by the caller)
+struct TeamHead {
+  IntProduct p;
+  const float* norm;
+  const int64_t* rows;
+  int64_t R;
+  float* logits;
+};
+
 inline bool team_fits(const std::vector<Layer>& layers, int64_t H, int64_t Hkv, int64_t D) {
   if ((H / Hkv * D) % 32 != 0) return false;
   for (const Layer& l : layers)
@@ -137,7 +149,7 @@ inline bool team_fits(const std::vector<Layer>& layers, int64_t H, int64_t Hkv, 
 }
 
 template <typename KV>
-void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in) {
+void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in, const TeamHead* head = nullptr) {
   const int64_t B = in.B, hidden = in.hidden, D = in.D, H = in.H, Hkv = in.Hkv, G = H / Hkv;
   const int64_t qs = H * D, kvs = Hkv * D, width = qs + 2 * kvs, inter = team.front().gate_up.N / 2;
   at::internal::lazy_init_num_threads();
@@ -296,6 +308,19 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
 #pragma omp barrier
     }
     for (int64_t r = r0; r < r1; ++r) add_into<float>(h + r * hidden, dn.data() + r * hidden, hidden);
+    if (head != nullptr) {  // the final norm and the LM head, in the same region (a row may be another thread's)
+#pragma omp barrier
+      int64_t a0, a1;
+      share(head->R, tid, n_threads, &a0, &a1);
+      for (int64_t r = a0; r < a1; ++r) {
+        rms_norm_row<float>(h + head->rows[r] * hidden, head->norm, x.data() + r * hidden, hidden, in.eps);
+        quantize_blocks(head->p, x.data() + r * hidden, r, 0, hidden / 32, xq);
+      }
+#pragma omp barrier
+      int64_t g0, g1;
+      share((head->p.N + 7) / 8, tid, n_threads, &g0, &g1);
+      product_groups(head->p, xq, head->logits, head->R, g0, g1);
+    }
   }
 }
 
