@@ -38,6 +38,8 @@ class TpModelWorker:
         rank) returns per request the list of tokens it emits and the list of their infos instead.
         """
         logits = self.model_runner.forward(batch)
+        fused = getattr(self.model_runner, "fused_decode", None)
+        argmax = fused.argmax if fused is not None else None  # the CPU kernels' row argmax for greedy rows
         if batch.mode is ForwardMode.TARGET_VERIFY:
             from sglang.srt.runtime_context import get_spec
             from sglang.srt.speculative.verify import force_greedy, verify
@@ -46,7 +48,7 @@ class TpModelWorker:
             if self._verify_greedy is None:  # checked at start-up by the scheduler's Speculator; not per step
                 self._verify_greedy = force_greedy(spec.speculative_algorithm)
             return verify(logits, batch.drafts, batch.samplers, spec.speculative_accept_threshold_single,  # type: ignore[return-value]
-                          spec.speculative_accept_threshold_acc, batch.draft_probs, self._verify_greedy)
+                          spec.speculative_accept_threshold_acc, batch.draft_probs, self._verify_greedy, argmax)
         n = len(batch.samplers)
         if logits.shape[0] > n:
             batch.input_logprobs = prompt_logprobs(logits[n:], batch)
@@ -56,7 +58,7 @@ class TpModelWorker:
         infos: list[Any] = [None] * len(batch.samplers)
         if rows:
             picked = logits if len(rows) == len(batch.samplers) else logits[rows]  # decode: every row samples, no 6 MB gather
-            ids, inf = sample(picked, [batch.samplers[i] for i in rows])
+            ids, inf = sample(picked, [batch.samplers[i] for i in rows], argmax)
             if self.server_args.tp_size > 1:
                 ids = broadcast_from_first(torch.tensor(ids, dtype=torch.long)).tolist()
             for i, t, f in zip(rows, ids, inf):

@@ -98,9 +98,10 @@ def ineligibility(runner: Any) -> list[str]:
 class FusedDecode:
     """The runner's fused decode step; ``create`` returns None where it does not apply."""
 
-    def __init__(self, model: Any, plan: Any, extend: bool, lora: bool = False) -> None:
+    def __init__(self, model: Any, plan: Any, extend: bool, lora: bool = False, argmax: Any = None) -> None:
         self.model = model
         self.plan = plan
+        self.argmax = argmax  # the kernels' argmax_rows: greedy sampling's row maxima (sampler.greedy)
         self.extend = extend  # short prefills through the plan too (float32 models)
         self.lora = lora  # the plan holds the LoRA pool and adds the adapter products
         self.adapter_forwards = 0  # forwards with adapter rows run through the plan (tests read it)
@@ -138,7 +139,7 @@ class FusedDecode:
         # bfloat16 prefills stay eager: the plan's float32 residual and attention sums move the logits of a
         # bfloat16 prompt by a few bfloat16 ulps from the eager extend's (measured: a near-tie on the test
         # prompt flipped); in float32 the two agree to rounding (tests/integration/test_fused_decode.py)
-        return cls(runner.model, plan, extend, lora)
+        return cls(runner.model, plan, extend, lora, kernels.argmax_rows)
 
     def takes_adapters(self) -> bool:
         """Whether forwards with LoRA adapter rows run through the plan (else they run the eager model)."""

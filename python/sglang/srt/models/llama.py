@@ -112,6 +112,9 @@ class LlamaForCausalLM(nn.Module):
             plan.add_layer(input_norm=layer.input_layernorm.weight, post_norm=layer.post_attention_layernorm.weight,
                            qkv=specs(a.qkv_proj), qkv_bias=a.qkv_proj.bias, o=specs(a.o_proj), gate_up=specs(m.gate_up_proj),
                            down=specs(m.down_proj), k_cache=kv_pool.get_key_buffer(i), v_cache=kv_pool.get_value_buffer(i))
+        if type(self.norm) is RMSNorm and type(self.lm_head) is ParallelLMHead and self.norm.weight.dtype == torch.float32:
+            # the final norm and the head in the step's own parallel region where their kernels allow (run_logits)
+            plan.set_head(self.norm.weight, specs(self.lm_head), self.lm_head.embedding.vocab_size)
         return plan
 
     def decode_plan_blockers(self) -> list[str]:
@@ -133,9 +136,11 @@ class LlamaForCausalLM(nn.Module):
         """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode.
         ``lora``: ``(row slots, module mask)``, the LoRA adapter of each row (the plan holds the pool)."""
         h = self.embed_tokens(fb.input_ids).float()
+        cos, sin = self.rotary.cos[fb.positions], self.rotary.sin[fb.positions]
+        if lora is None and plan.fuses_head(h.shape[0], fb.logits_indices.numel()):
+            return plan.run_logits(h, cos, sin, fb.kv_index, fb.kv_lens, fb.out_cache_loc, fb.logits_indices)
         slots, mask = lora if lora is not None else (None, None)
-        plan.run(h, self.rotary.cos[fb.positions], self.rotary.sin[fb.positions], fb.kv_index, fb.kv_lens, fb.out_cache_loc,
-                 lora_slots=slots, lora_mask=mask)
+        plan.run(h, cos, sin, fb.kv_index, fb.kv_lens, fb.out_cache_loc, lora_slots=slots, lora_mask=mask)
         h = self.norm(h[fb.logits_indices]).to(self.norm.weight.dtype)
         return self.lm_head(h)
 

@@ -23,11 +23,12 @@ sampled (``penalize_with``), so penalised requests stay exact too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from sglang.srt.layers.sampler import penalize_with, target_probs
+from sglang.srt.layers.sampler import greedy, penalize_with, target_probs
 from sglang.utils.env import env_flag
 
 FORCE_GREEDY_ENV = "SGLANG_NGRAM_FORCE_GREEDY_VERIFY"  # upstream's switch: NGRAM verifies sampling requests greedily
@@ -81,12 +82,14 @@ def grammar_prefix(drafts: list[int], s: Any) -> int:
 
 
 def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: float = 1.0, thr_acc: float = 1.0,
-                 draft_probs: list[torch.Tensor] | None = None, force_greedy: bool = False) -> tuple[list[int], list[Any]]:
+                 draft_probs: list[torch.Tensor] | None = None, force_greedy: bool = False,
+                 argmax: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[list[int], list[Any]]:
     """``rows`` [k+1, V] logits of one request's ``[root] + drafts`` -> (emitted tokens, logprob info per token or None).
 
     ``draft_probs``: the distribution each draft was sampled from (a draft model's), or None (deterministic drafts).
     ``force_greedy`` (upstream's ``SGLANG_NGRAM_FORCE_GREEDY_VERIFY``): the greedy walk for sampling requests too,
     which then emit the target's argmax (lossy by design: the request no longer samples while it speculates).
+    ``argmax``: the greedy walk's row argmax kernel (``sglang.srt.layers.sampler.greedy``); None: torch's.
 
     Emits the accepted drafts and one more token (1 .. k+1 tokens). Does not change ``s`` (the caller
     observes the tokens it commits); draws from ``s.generator`` only when the request samples.
@@ -102,7 +105,7 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
             constrain_rows(rows, drafts, s)
     out: list[int] = []
     if p.greedy or force_greedy:
-        best = rows.max(-1).indices.tolist()
+        best = greedy(rows, argmax)
         for j in range(k + 1):
             if j == k or best[j] != drafts[j]:
                 out.append(best[j])
@@ -138,10 +141,12 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
 
 
 def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], thr_single: float = 1.0,
-           thr_acc: float = 1.0, draft_probs: list[Any] | None = None, force_greedy: bool = False) -> tuple[list[list[int]], list[list[Any]]]:
+           thr_acc: float = 1.0, draft_probs: list[Any] | None = None, force_greedy: bool = False,
+           argmax: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[list[list[int]], list[list[Any]]]:
     """``logits`` [sum(1 + len(d)), V], request after request -> per request, its emitted tokens and their infos.
     ``draft_probs``: per request, the draft model's rows of its drafts or None (deterministic drafts); empty: all None.
-    ``force_greedy``: the greedy walk for every request with drafts (see :func:`accept_chain`).
+    ``force_greedy``: the greedy walk for every request with drafts (see :func:`accept_chain`). ``argmax``: the
+    CPU kernels' row argmax for greedy rows (see :func:`sglang.srt.layers.sampler.greedy`), or None.
 
     Requests without drafts go through the ordinary ``sample`` (grammar masks included), one batch.
     """
@@ -155,12 +160,12 @@ def verify(logits: torch.Tensor, drafts: list[list[int]], samplers: list[Any], t
         at += 1 + len(d)
     plain = [i for i, d in enumerate(drafts) if not d]
     if plain:
-        ids, inf = sample(logits[[starts[i] for i in plain]], [samplers[i] for i in plain])
+        ids, inf = sample(logits[[starts[i] for i in plain]], [samplers[i] for i in plain], argmax)
         for i, t, f in zip(plain, ids, inf):
             tokens[i], infos[i] = [t], [f]
     for i, d in enumerate(drafts):
         if d:
             probs = draft_probs[i] if draft_probs else None
             tokens[i], infos[i] = accept_chain(logits[starts[i] : starts[i] + 1 + len(d)], d, samplers[i], thr_single, thr_acc, probs,
-                                               force_greedy)
+                                               force_greedy, argmax)
     return tokens, infos
