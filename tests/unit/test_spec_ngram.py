@@ -231,6 +231,27 @@ def test_expected_tokens_and_best_k():
     assert best_k(0.8, 8, row_cost=0.3, base_cost=1.16) >= 2
 
 
+def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
+    from sglang.srt.speculative import draft_policy as dp
+
+    avx2, vnni = dp.verify_costs("avx2"), dp.verify_costs("avx512_vnni")
+    assert avx2 != vnni and dp.verify_costs("no_such_family") == dp.VERIFY_COSTS_BY_FAMILY[dp.FALLBACK_FAMILY]
+    for table in (avx2, vnni):  # rows ascending, costs rising: interpolation and the last slope stay meaningful
+        assert [r for r, _ in table] == sorted({r for r, _ in table}) and [c for _, c in table] == sorted(c for _, c in table)
+    assert dp.verify_cost(7, "avx2") == pytest.approx((3.13 + 3.91) / 2)  # between 6 and 8 rows
+    assert dp.verify_cost(20, "avx2") == pytest.approx(7.34 + (7.34 - 5.64) / 4 * 4)  # past the last width, its slope
+    # avx2's rows cost 0.4-0.5 of a decode row: a draft accepted 45% of the time does not pay there, where VNNI's does
+    assert dp.best_k(0.45, 8, family="avx2") == 0 and dp.best_k(0.45, 8, family="avx512_vnni") >= 1
+    assert dp.best_k(0.6, 8, family="avx2") == 1 and dp.best_k(0.6, 8, family="avx512_vnni") == 2
+    # this host's table is the family SGLANG_CPU_ISA / the CPU picks (decided once, in isa.py)
+    monkeypatch.setenv("SGLANG_CPU_ISA", "avx2")
+    dp._host_family.cache_clear()
+    try:
+        assert dp.verify_costs() == avx2 and dp.verify_cost(3) == dp.verify_cost(3, "avx2")
+    finally:
+        dp._host_family.cache_clear()
+
+
 def test_draft_state_backs_off_then_probes():
     st = DraftState()
     assert st.want(8) > 0

@@ -1,7 +1,7 @@
 """How many tokens a request drafts each step: the measured cost of a verify row against its acceptance.
 
-A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, ``C`` measured per width
-(``VERIFY_COSTS``: the verify step's own cost, an extend forward with every row's logits, and the rows it adds
+A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, ``C`` measured per width and
+CPU kernel family (``VERIFY_COSTS_BY_FAMILY``: the verify step's own cost, an extend forward with every row's logits, and the rows it adds
 while each weight block streams once for all of them); with a per-position acceptance ``a`` it emits
 ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
 ``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
@@ -15,21 +15,30 @@ whole row of compute: a batch speculates only while ``batch + drafted rows <= CO
 
 from __future__ import annotations
 
+import functools
+
 from sglang.utils.env import env_number
 
-# bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) on the
-# 2-core AVX-512 EPYC with its default mixed16 arithmetic, float16 weight scales and huge pages, re-measured after
-# the one-region step and the int8 LM head (docs/benchmarks.md, "a fourth session"; the table before read 1.49 at
-# 4 rows and 1.94 at 5): a TARGET_VERIFY forward of ``rows`` rows costs
-# VERIFY_COSTS[rows] decode rows, the median of four runs (they spread by 10-20%). Between the measured widths the
-# cost is interpolated, past the last one extended at its last slope. The integer kernels stream each weight block
-# once for several rows, so an extra row costs 0.1-0.3 of a decode row, not a whole one; the step from 4 to 5 rows
-# is the int16 kernels': compute-bound from 4 rows, near the dot-product peak, with a second pass over each
-# weight block past 4 rows (docs/benchmarks.md, "streamed tokens on two cores"). A faster decode row makes each
-# extra row dearer in its units: with float32 scales (a 6.11 ms row) 4 rows cost 1.37.
-VERIFY_COSTS: tuple[tuple[int, float], ...] = ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92),
-                                               (10, 3.64), (12, 4.32), (16, 5.42))
-VERIFY_BASE_COST = 1.08  # the linear summary of VERIFY_COSTS: the 1-row verify against the decode row
+# A TARGET_VERIFY forward of ``rows`` rows costs VERIFY_COSTS_BY_FAMILY[family][rows] decode rows, per CPU kernel family (the
+# one ``cpu_kernels/isa.py`` picks: the products' cost per extra row is the family's dot-product throughput), from
+# bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) with the
+# family's default mixed16 arithmetic. Between the measured widths the cost is interpolated, past the last one
+# extended at its last slope. A faster decode row makes each extra row dearer in its units.
+# avx512_vnni: the 2-core AVX-512 EPYC with float16 weight scales and huge pages, after the one-region step and the
+# int8 LM head (docs/benchmarks.md, "a fourth session"), the median of four runs (they spread by 10-20%): the
+# integer kernels stream each weight block once for several rows, so an extra row costs 0.1-0.3 of a decode row;
+# the step from 4 to 5 rows is the int16 kernels': compute-bound from 4 rows, with a second pass over each weight
+# block past 4 rows. avx2: the 2-core AVX2-only EPYC (its vpmaddubsw / vpmaddwd products are compute-bound even at
+# one row in cache, so each row adds its own multiply-adds: 0.40-0.49 of a decode row from the first), after the
+# head joined the one-region step, the mean of two runs (within 3% of each other).
+VERIFY_COSTS_BY_FAMILY: dict[str, tuple[tuple[int, float], ...]] = {
+    "avx512_vnni": ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32),
+                    (16, 5.42)),
+    "avx2": ((1, 1.05), (2, 1.47), (3, 1.86), (4, 2.20), (5, 2.83), (6, 3.13), (8, 3.91), (10, 4.85), (12, 5.64), (16, 7.34)),
+}
+# a family with no table of its own (none built now), or a host without one: the dearer rows, which draft less
+FALLBACK_FAMILY = "avx2"
+VERIFY_BASE_COST = 1.08  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
 VERIFY_ROW_COST = 0.29  # and each extra row, on average
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
@@ -41,24 +50,42 @@ def expected_tokens(a: float, k: int) -> float:
     return sum(a**i for i in range(k + 1))
 
 
-def verify_cost(rows: int) -> float:
-    """A verify forward of ``rows`` rows in decode rows (``VERIFY_COSTS``, interpolated)."""
-    pts = VERIFY_COSTS
+@functools.lru_cache(maxsize=1)
+def _host_family() -> str:
+    from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice
+
+    try:
+        return host_choice().family.name
+    except IsaError:  # no family runs here: the fused step is off, and the eager rows are no cheaper
+        return FALLBACK_FAMILY
+
+
+def verify_costs(family: str | None = None) -> tuple[tuple[int, float], ...]:
+    """The (rows, cost in decode rows) table of kernel family ``family`` (None: this host's, as the CPU kernels
+    pick it; ``SGLANG_CPU_ISA`` included), or the fallback's where the family has none."""
+    fam = _host_family() if family is None else family
+    return VERIFY_COSTS_BY_FAMILY.get(fam, VERIFY_COSTS_BY_FAMILY[FALLBACK_FAMILY])
+
+
+def verify_cost(rows: int, family: str | None = None) -> float:
+    """A verify forward of ``rows`` rows in decode rows (``verify_costs(family)``, interpolated)."""
+    pts = verify_costs(family)
     for (r0, c0), (r1, c1) in zip(pts, pts[1:]):
         if rows <= r1 or (r1, c1) == pts[-1]:
             return c0 + (c1 - c0) * (rows - r0) / (r1 - r0)
     return pts[0][1]
 
 
-def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None) -> int:
+def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None, family: str | None = None) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
-    ``verify_cost`` of ``1 + k`` rows, or the linear ``base_cost + row_cost * k`` where either is given."""
+    ``verify_cost`` of ``1 + k`` rows (kernel family ``family``; None: this host's), or the linear
+    ``base_cost + row_cost * k`` where either is given."""
     linear = row_cost is not None or base_cost is not None
     row = VERIFY_ROW_COST if row_cost is None else row_cost
     base = VERIFY_BASE_COST if base_cost is None else base_cost
     best, best_rate = 0, 1.0
     for k in range(1, k_max + 1):
-        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k))
+        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k, family))
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best
