@@ -275,6 +275,14 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         decode_plan.run_logits(*step, torch.tensor([batch]))
     with pytest.raises(RuntimeError, match="1 <= rows"):
         decode_plan.run_logits(*step, torch.arange(batch + 1) % batch)
+    # an extend chunk asks for more logits rows than it has tokens (its prompt logprobs beside its sampling row):
+    # that step keeps the separate head instead of failing
+    assert not decode_plan.fuses_head(batch, batch + 1)
+    fb.logits_indices = torch.cat([fb.logits_indices, fb.logits_indices[:1]])
+    with torch.inference_mode():
+        more = model.forward_decode_plan(decode_plan, fb)  # the same step again: it rewrites the same K/V
+    assert more.shape == (batch + 1, model.lm_head.embedding.vocab_size)
+    assert torch.allclose(more[-1], more[0], rtol=1e-5, atol=1e-5)
     # the same kernels on the same rows; the norms sum in another order, which now and then moves an activation
     # across an int8 rounding boundary (a row then differs by the int8 error itself, about 1%); under mixed16 it
     # moves int16 roundings too (a few parts in 1e5 of a row), and through them int8 ones downstream more often

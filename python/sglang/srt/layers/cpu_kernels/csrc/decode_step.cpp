@@ -113,25 +113,28 @@ class DecodePlan {
   }
 
   // The final RMSNorm (float32 [hidden]) and LM head kernels (vocab of their outputs are logits; the rest
-  // padding) that run_logits applies after the last layer.
+  // padding) that run_logits applies after the last layer. Called while building the plan, as add_layer is;
+  // a call that fails leaves the head as it was.
   void set_head(at::Tensor norm, std::vector<KernelSpec> head, int64_t vocab) {
     TORCH_CHECK(!layers_.empty(), "set_head: add the layers first");
     const int64_t hidden = layers_.front().input_norm.numel();
     TORCH_CHECK(norm.scalar_type() == at::kFloat && norm.is_contiguous() && norm.numel() == hidden,
                 "set_head: the final norm must be a contiguous float32 [", hidden, "]");
-    head_ = make_linear("lm_head", std::move(head), c10::nullopt, -1, hidden);
-    TORCH_CHECK(vocab >= 1 && vocab <= head_.out_features, "set_head: vocab ", vocab, " is outside [1, ", head_.out_features, "]");
+    Linear linear = make_linear("lm_head", std::move(head), c10::nullopt, -1, hidden);
+    TORCH_CHECK(vocab >= 1 && vocab <= linear.out_features, "set_head: vocab ", vocab, " is outside [1, ", linear.out_features, "]");
+    std::lock_guard<std::mutex> lock(team_mutex_);
+    head_ = std::move(linear);
     head_norm_ = norm;
     vocab_ = vocab;
-    std::lock_guard<std::mutex> lock(team_mutex_);
     heads_for_.clear();
   }
 
-  // Whether run_logits takes a step of `batch` rows asking for the logits of `rows` of them: the step runs in
-  // one region and the head's kernel for that many rows is an integer one
+  // Whether run_logits takes a step of `batch` rows asking for the logits of `rows` of them: a head is set, the
+  // step runs in one region and the head's kernel for that many rows is an integer one. More rows than the
+  // batch (an extend chunk's prompt logprobs beside its sampling row) is false: those keep the separate head.
   bool fuses_head(int64_t batch, int64_t rows) {
-    TORCH_CHECK(batch >= 1 && rows >= 1 && rows <= batch, "fuses_head: need 1 <= rows (", rows, ") <= batch (", batch, ")");
-    return head_norm_.defined() && runs_in_one_region(batch) && head_for(rows).w != nullptr;
+    if (batch < 1 || rows < 1 || rows > batch) return false;
+    return runs_in_one_region(batch) && head_for(rows).w != nullptr;
   }
 
   // h: [B, hidden] float32 residual stream, updated in place and returned.
@@ -175,7 +178,8 @@ class DecodePlan {
     TORCH_CHECK(rows.scalar_type() == at::kLong && rows.dim() == 1, "rows must be a 1-d int64 tensor");
     const at::Tensor r = rows.contiguous();
     const int64_t R = r.numel();
-    TORCH_CHECK(fuses_head(B, R), "run_logits: this plan does not fuse the LM head for ", B, " rows (fuses_head)");
+    TORCH_CHECK(R >= 1 && R <= B, "run_logits: need 1 <= rows (", R, ") <= batch (", B, ")");
+    TORCH_CHECK(fuses_head(B, R), "run_logits: this plan does not fuse the LM head for ", R, " of ", B, " rows (fuses_head)");
     for (int64_t i = 0; i < R; ++i)
       TORCH_CHECK(r.data_ptr<int64_t>()[i] >= 0 && r.data_ptr<int64_t>()[i] < B, "rows[", i, "] is outside the batch of ", B);
     const IntProduct p = head_for(R);
@@ -297,13 +301,14 @@ class DecodePlan {
     return it->second;
   }
 
-  // The LM head's integer kernel for R rows (its weight null where that kernel is not an integer one), resolved once
-  const IntProduct& head_for(int64_t R) {
+  // The LM head's integer kernel for R rows (its weight null where no head is set or that kernel is not an
+  // integer one), resolved once per R; a copy, so a later set_head cannot move it under the caller
+  IntProduct head_for(int64_t R) {
     std::lock_guard<std::mutex> lock(team_mutex_);
     auto it = heads_for_.find(R);
     if (it == heads_for_.end()) {
       IntProduct p;
-      if (!resolve_product(head_, R, &p)) p = IntProduct{};
+      if (!head_norm_.defined() || !resolve_product(head_, R, &p)) p = IntProduct{};
       it = heads_for_.emplace(R, p).first;
     }
     return it->second;

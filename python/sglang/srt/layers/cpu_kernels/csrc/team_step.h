@@ -120,7 +120,7 @@ inline void share(int64_t n, int tid, int nt, int64_t* begin, int64_t* end) {
   *end = n * (tid + 1) / nt;
 }
 
-// The shapes and inputs of one step (DecodePlan::run's, checked there)
+// The shapes and inputs of one step (checked by DecodePlan::run and run_logits)
 struct TeamInputs {
   float* h;  // [B, hidden] residual stream, updated in place
   const float *cos, *sin;  // [B, D]
@@ -129,8 +129,6 @@ struct TeamInputs {
   float eps;
 };
 
-// The team's plan holds for this model: the attention heads of a task are whole blocks of 32 (their output is
-// quantized by the task), and the layers' norms are float32
 // The LM head after the last layer (DecodePlan::run_logits): rows[r] of the residual stream, RMSNormed with
 // `norm` and quantized for p, multiplied into logits [R, p.N]; R is at most the step's B (checked by the caller)
 struct TeamHead {
@@ -141,6 +139,8 @@ struct TeamHead {
   float* logits;
 };
 
+// The team's plan holds for this model: the attention heads of a task are whole blocks of 32 (their output is
+// quantized by the task), and the layers' norms are float32
 inline bool team_fits(const std::vector<Layer>& layers, int64_t H, int64_t Hkv, int64_t D) {
   if ((H / Hkv * D) % 32 != 0) return false;
   for (const Layer& l : layers)
