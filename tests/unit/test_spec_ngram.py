@@ -243,11 +243,19 @@ def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
     # avx2's rows cost 0.4-0.5 of a decode row: a draft accepted 45% of the time does not pay there, where VNNI's does
     assert dp.best_k(0.45, 8, family="avx2") == 0 and dp.best_k(0.45, 8, family="avx512_vnni") >= 1
     assert dp.best_k(0.6, 8, family="avx2") == 1 and dp.best_k(0.6, 8, family="avx512_vnni") == 2
-    # this host's table is the family SGLANG_CPU_ISA / the CPU picks (decided once, in isa.py)
-    monkeypatch.setenv("SGLANG_CPU_ISA", "avx2")
+    # this host's table is the family the CPU's flags and SGLANG_CPU_ISA pick (decided once, in isa.py)
+    import sglang.host
+    from sglang.srt.layers.cpu_kernels import isa
+
+    vnni_cpu = isa.FAMILIES["avx512_vnni"].features | isa.FAMILIES["avx2"].features
+    monkeypatch.setattr(sglang.host, "cpu_flags", lambda: frozenset(vnni_cpu))
+    monkeypatch.delenv("SGLANG_CPU_ISA", raising=False)
     dp._host_family.cache_clear()
     try:
-        assert dp.verify_costs() == avx2 and dp.verify_cost(3) == dp.verify_cost(3, "avx2")
+        assert dp.verify_costs() == vnni and dp.verify_cost(3) == dp.verify_cost(3, "avx512_vnni")
+        monkeypatch.setenv("SGLANG_CPU_ISA", "avx2")  # forced down to avx2 on the same CPU
+        dp._host_family.cache_clear()
+        assert dp.verify_costs() == avx2
     finally:
         dp._host_family.cache_clear()
 
