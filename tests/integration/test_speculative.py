@@ -39,6 +39,16 @@ def _build(**extra) -> Scheduler:
     return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
 
 
+@pytest.fixture(autouse=True)
+def _cheap_verify_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check what speculation computes, not how long its drafts are: verify rows are priced by the
+    avx512_vnni table (the cheaper rows, which draft the most) on every CPU, so an AVX2-only host drafts as much
+    (the per-family choice has its own unit test, tests/unit/test_spec_ngram.py)."""
+    from sglang.srt.speculative import draft_policy
+
+    monkeypatch.setattr(draft_policy, "_host_family", lambda: "avx512_vnni")
+
+
 @pytest.fixture(scope="module")
 def pair() -> tuple[Scheduler, Scheduler]:
     plain = _build()
