@@ -93,18 +93,47 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
 }
 
+// i16_group in the lean shape (isa::kLeanRows): one int32 chain and one float accumulator a row, the Q4 mins'
+// term folded into it (two chains a row, as i16_group keeps, spill past 4 rows in 16 registers)
+template <int M, typename F>
+void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
+                    int64_t N, int64_t n0) {
+  const int64_t nb = K / 32;
+  __m256 acc[M], none[M];
+  for (int m = 0; m < M; ++m) acc[m] = none[m] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = wg + b * F::kBytes;
+    __m256i s[M];
+    for (int i = 0; i < 8; ++i) {
+      __m256i a, c;
+      F::widen(F::load(wb, i), &a, &c);
+      for (int m = 0; m < M; ++m) {
+        const int16_t* xb = xq + m * K + b * 32 + 4 * i;
+        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a, bcast_pair(xb)), _mm256_madd_epi16(c, bcast_pair(xb + 2)));
+        s[m] = i == 0 ? p : _mm256_add_epi32(s[m], p);
+      }
+    }
+    const uint16_t* sc = smg + b * (F::kMin ? 16 : 8);
+    const __m256 dw = load_f16x8(sc);
+    for (int m = 0; m < M; ++m) scale_folded<F::kMin>(s[m], sc, dw, xd[m * nb + b], xs[m * nb + b], acc[m]);
+  }
+  store_rows<M, false>(acc, none, y, N, n0);
+}
+
 // The int16 activations for quant_linear.h's driver
 struct I16Act {
   using T = int16_t;
   static constexpr const char* kName = "int16";
-  // two int32 chains per row: past 4 rows they spill on either family (gate_up, weights in cache, avx512_vnni:
-  // 80 us at 4 rows, 173 at 5, 247 at 8), so more rows go in further chunks of at most 4
-  static constexpr int kMaxRows = 4;
+  // the wide shape's two int32 chains per row spill past 4 rows on either family (gate_up, weights in cache,
+  // avx512_vnni: 80 us at 4 rows, 173 at 5, 247 at 8), so more rows go in further chunks of at most 4; the lean
+  // shape's one chain a row holds isa::kMaxRows
+  static constexpr int kMaxRows = isa::kLeanRows ? isa::kMaxRows : 4;
   static void quantize(const float* x, T* q, float* d, float* s) { quantize_block32_i16(x, q, d, s); }
   template <int M, typename F>
   static void group(const uint8_t* wg, const uint16_t* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {
-    i16_group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
+    if constexpr (isa::kLeanRows) i16_group_lean<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
+    else i16_group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
   }
 };
 

@@ -8,7 +8,8 @@
 // rows interleaved 4 bytes at a time, so lane j of every int32 vector is output row j: a block's
 // sums come out of the dot products already one per row (no horizontal sums), and the block's 8
 // weight scales and mins are one vector each. Each unpacked block serves up to isa::kMaxRows rows of
-// x held in registers (register-blocked GEMM); groups of 8 output rows run in parallel.
+// x held in registers (register-blocked GEMM), in the shape the family's registers suit (isa::kLeanRows);
+// groups of 8 output rows run in parallel.
 // quant_linear.h runs them (the driver and the entry points shared with the int16 kernels).
 // Included by decode_step.cpp.
 #pragma once
@@ -62,13 +63,14 @@ inline __m256 load_f16x8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_s
 struct Q4I8 {
   static constexpr bool kMin = true;
   static constexpr int64_t kBytes = 128;  // per block of 8 rows
+  // vectors 2g (the low nibbles) and 2g + 1 (the high ones) of the block at p
+  static void unpack_pair(const uint8_t* p, int g, __m256i* lo, __m256i* hi) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * g)), mask = _mm256_set1_epi8(15);
+    *lo = _mm256_and_si256(v, mask);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+  }
   static void unpack(const uint8_t* p, __m256i* w) {
-    const __m256i lo = _mm256_set1_epi8(15);
-    for (int g = 0; g < 4; ++g) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * g));
-      w[2 * g] = _mm256_and_si256(v, lo);
-      w[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
-    }
+    for (int g = 0; g < 4; ++g) unpack_pair(p, g, &w[2 * g], &w[2 * g + 1]);
   }
   static __m256i dot(const __m256i* w, const __m256i* x4) { return isa::dot_q4_block(w, x4); }
 };
@@ -78,8 +80,9 @@ struct Q4I8 {
 struct Q8I8 {
   static constexpr bool kMin = false;
   static constexpr int64_t kBytes = 256;
+  static __m256i vec(const uint8_t* p, int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i)); }
   static void unpack(const uint8_t* p, __m256i* w) {
-    for (int i = 0; i < 8; ++i) w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i));
+    for (int i = 0; i < 8; ++i) w[i] = vec(p, i);
   }
   static __m256i dot(const __m256i* w, const __m256i* x4) { return isa::dot_q8_block(w, x4); }
 };
@@ -90,6 +93,13 @@ template <bool kMin>
 inline void scale_into(__m256i dot, const uint16_t* s, __m256 dw, float xd, float xs, __m256& acc, __m256& macc) {
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd)), acc);
   if (kMin) macc = _mm256_fmadd_ps(load_f16x8(s + 8), _mm256_set1_ps(xs), macc);
+}
+
+// The lean shape's (isa::kLeanRows) scaling: one accumulator a row, the Q4 mins' term folded into it
+template <bool kMin>
+inline void scale_folded(__m256i dot, const uint16_t* s, __m256 dw, float xd, float xs, __m256& acc) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd)), acc);
+  if (kMin) acc = _mm256_fmadd_ps(load_f16x8(s + 8), _mm256_set1_ps(xs), acc);
 }
 
 // y[m, n0 .. n0 + 8) = acc[m] (+ macc[m], the Q4 mins' term), the last group cut at N
@@ -134,6 +144,53 @@ void i8_group(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const fl
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
 }
 
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// i8_group in the lean shape (isa::kLeanRows): each weight vector serves every row before the next is unpacked,
+// one integer chain and one float accumulator a row (Q4: pairs of vpmaddubsw summed in int16, eight of them
+// fit as in isa::dot_q4_block; Q8_0: |w| against sign(x, w), widened per vector as in isa::dot_q8_block)
+template <int M, typename F>
+void i8_group_lean(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const float* xd, const float* xs, float* y, int64_t K,
+                   int64_t N, int64_t n0) {
+  const int64_t nb = K / 32;
+  const __m256i one = _mm256_set1_epi16(1);
+  __m256 acc[M], none[M];
+  for (int m = 0; m < M; ++m) acc[m] = none[m] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = wg + b * F::kBytes;
+    const int8_t* xb = xq + b * 32;
+    __m256i s[M];
+    if constexpr (F::kMin) {
+      for (int g = 0; g < 4; ++g) {
+        __m256i lo, hi;
+        F::unpack_pair(wb, g, &lo, &hi);
+        for (int m = 0; m < M; ++m) {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xb + m * K + 8 * g)),
+                                             _mm256_maddubs_epi16(hi, bcast4(xb + m * K + 8 * g + 4)));
+          s[m] = g == 0 ? p : _mm256_add_epi16(s[m], p);
+        }
+      }
+      for (int m = 0; m < M; ++m) s[m] = _mm256_madd_epi16(s[m], one);
+    } else {
+      for (int i = 0; i < 8; ++i) {
+        const __m256i w = F::vec(wb, i), aw = _mm256_sign_epi8(w, w);
+        for (int m = 0; m < M; ++m) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(xb + m * K + 4 * i), w)), one);
+          s[m] = i == 0 ? p : _mm256_add_epi32(s[m], p);
+        }
+      }
+    }
+    const uint16_t* sc = smg + b * (F::kMin ? 16 : 8);
+    const __m256 dw = load_f16x8(sc);
+    for (int m = 0; m < M; ++m) scale_folded<F::kMin>(s[m], sc, dw, xd[m * nb + b], xs[m * nb + b], acc[m]);
+  }
+  store_rows<M, false>(acc, none, y, N, n0);
+}
+
 // The int8 activations for quant_linear.h's driver
 struct I8Act {
   using T = int8_t;
@@ -143,7 +200,8 @@ struct I8Act {
   template <int M, typename F>
   static void group(const uint8_t* wg, const uint16_t* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {
-    i8_group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
+    if constexpr (isa::kLeanRows) i8_group_lean<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
+    else i8_group<M, F>(wg, smg, xq, xd, xs, y, K, N, n0);
   }
 };
 

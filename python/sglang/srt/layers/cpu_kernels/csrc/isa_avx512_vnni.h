@@ -12,6 +12,9 @@
 namespace isa {
 constexpr const char* kFamily = "avx512_vnni";
 constexpr int kMaxRows = 8;
+// the wide shape of int8_linear.h / int16_linear.h: 32 registers hold a block's 8 unpacked vectors beside
+// the rows' chains (see isa_avx2.h for the lean one)
+constexpr bool kLeanRows = false;
 
 // see isa_avx2.h: the same values, two independent chains of four vpdpbusd
 inline __m256i dot_q4_block(const __m256i* w, const __m256i* x4) {
