@@ -154,14 +154,15 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
                  ms={"float32": (8.9, 17.4, 78.1, 382.6), "mixed": (7.8, 14.0, 59.1, 267.8), "mixed16": (6.7, 11.5, 49.6, 185.3),
                      "int8": (6.6, 10.4, 41.4, 158.1)}),
     ),
-    # the 2-core AVX2-only AMD EPYC (no AVX-512; family 23 model 49), quiet (load average under 2), with the head in
-    # the one-region step: mixed16 1.59x / 1.20x / 1.08x / 1.06x mixed at 1 / 4 / 32 / 128 rows (the run before:
-    # 1.50x / 1.20x / 1.11x / 1.07x) and within 2-12% of int8 (under the quality bar): mixed16 wins every bucket.
-    # Before mixed16 was timed there, mixed (1.04-1.11x float32) was this family's default.
+    # the 2-core AVX2-only AMD EPYC (no AVX-512; family 23 model 49), quiet (load average under 1.3), with the head in
+    # the one-region step, the lean integer kernels (isa_avx2.h) and the vectorized softmax: mixed16 1.47x / 1.26x /
+    # 1.15x / 1.11x mixed at 1 / 4 / 32 / 128 rows and within 5-11% of int8 (under the quality bar): mixed16 wins
+    # every bucket (the session before, in the wide kernels' shape: 1.59x / 1.20x / 1.08x / 1.06x, 5.9 / 13.7 /
+    # 87.2 / 353.6 ms). Before mixed16 was timed there, mixed (1.04-1.11x float32) was this family's default.
     "avx2": (
         Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
-                 ms={"float32": (11.0, 19.9, 108.3, 468.2), "mixed": (9.4, 16.5, 94.1, 374.2), "mixed16": (5.9, 13.7, 87.2, 353.6),
-                     "int8": (5.8, 12.9, 78.1, 316.4)}),
+                 ms={"float32": (10.4, 18.4, 99.6, 426.5), "mixed": (8.4, 15.0, 85.0, 321.7), "mixed16": (5.7, 11.9, 73.9, 289.7),
+                     "int8": (5.4, 11.2, 66.4, 264.0)}),
     ),
 }
 
