@@ -110,12 +110,15 @@ BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">6
 # mixed16 (its int16 layers keep float32's answers within a few parts in 1e5; its integer arithmetic is the same
 # bits on every family) on the AVX-512 EPYC with the bfloat16 KV: 99.02% at 1, 8 and 16 (mixed in the same runs
 # 98.83%, 99.22%, 99.02%); on the AVX2-only EPYC (the head on int8) 98.63% / 99.22% / 99.22% (mixed in the same runs
-# 98.83% / 98.83% / 98.63%: the float sums around the integer products differ by family, so near ties do). int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a request
+# 98.83% / 98.83% / 98.63%: the float sums around the integer products differ by family, so near ties do), and with
+# that family's lean kernels (the Q4 mins' term folded into one accumulator: half the rounding error of a product
+# against exact arithmetic, 1.9e-7 against 3.6e-7) and the vectorized softmax 98.24% / 98.05% / 98.05% at KL
+# 0.00132-0.00137 (0.00139 before): the same distribution, a few different near ties. int8: 96.48% with --group 8. An arithmetic is a candidate only once it meets the bar in every bucket: a request
 # crosses buckets, so the bar must hold wherever its steps land.
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
     "mixed": (98.24, 98.83, 98.63, 98.83),
-    "mixed16": (98.63, 99.02, 99.02, 99.02),
+    "mixed16": (98.24, 98.05, 98.05, 98.05),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
