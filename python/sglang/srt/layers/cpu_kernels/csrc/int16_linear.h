@@ -60,12 +60,6 @@ struct Q8I16 : Q8I8 {
   }
 };
 
-inline __m256i bcast_pair(const int16_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // y[m, 8 rows of group grp] for M rows of int16 x (xq [M, K], xd/xs [M, nb])
 template <int M, typename F>
 void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
@@ -82,8 +76,8 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
       F::widen(F::load(wb, i), &a, &c);
       for (int m = 0; m < M; ++m) {
         const int16_t* xb = xq + m * K + b * 32 + 4 * i;
-        sa[m] = isa::dot_i16(sa[m], a, bcast_pair(xb));
-        sc[m] = isa::dot_i16(sc[m], c, bcast_pair(xb + 2));
+        sa[m] = isa::dot_i16(sa[m], a, bcast4(xb));
+        sc[m] = isa::dot_i16(sc[m], c, bcast4(xb + 2));
       }
     }
     const uint16_t* s = smg + b * (F::kMin ? 16 : 8);
@@ -93,14 +87,15 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
 }
 
-// i16_group in the lean shape (isa::kLeanRows): one int32 chain and one float accumulator a row, the Q4 mins'
-// term folded into it (two chains a row, as i16_group keeps, spill past 4 rows in 16 registers)
+// i16_group in the lean shape (isa::kLeanRows): one int32 chain and one float accumulator a row while the blocks
+// stream (two chains a row, as i16_group keeps, spill past 4 rows in 16 registers), the Q4 mins' term after them
+// (store_lean): the same bits as i16_group, row by row
 template <int M, typename F>
 void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {
   const int64_t nb = K / 32;
-  __m256 acc[M], none[M];
-  for (int m = 0; m < M; ++m) acc[m] = none[m] = _mm256_setzero_ps();
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wg + b * F::kBytes;
     __m256i s[M];
@@ -109,15 +104,14 @@ void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, c
       F::widen(F::load(wb, i), &a, &c);
       for (int m = 0; m < M; ++m) {
         const int16_t* xb = xq + m * K + b * 32 + 4 * i;
-        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a, bcast_pair(xb)), _mm256_madd_epi16(c, bcast_pair(xb + 2)));
+        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a, bcast4(xb)), _mm256_madd_epi16(c, bcast4(xb + 2)));
         s[m] = i == 0 ? p : _mm256_add_epi32(s[m], p);
       }
     }
-    const uint16_t* sc = smg + b * (F::kMin ? 16 : 8);
-    const __m256 dw = load_f16x8(sc);
-    for (int m = 0; m < M; ++m) scale_folded<F::kMin>(s[m], sc, dw, xd[m * nb + b], xs[m * nb + b], acc[m]);
+    const __m256 dw = load_f16x8(smg + b * (F::kMin ? 16 : 8));
+    for (int m = 0; m < M; ++m) scale_dot(s[m], dw, xd[m * nb + b], acc[m]);
   }
-  store_rows<M, false>(acc, none, y, N, n0);
+  store_lean<M, F::kMin>(acc, smg, xs, nb, y, N, n0);
 }
 
 // The int16 activations for quant_linear.h's driver

@@ -1,15 +1,16 @@
 // Integer products on the GGUF's blocks (q4_linear_i8, q8_linear_i8), as llama.cpp computes Q4 x Q8:
 // the activations are quantized once per call to int8 in blocks of 32 (a float32 scale
 // d = absmax / 127 and s = d * sum(q), llama.cpp's Q8_1), and every block of 32 products is an int8
-// dot product (isa::dot_q4_block / dot_q8_block: the family's instructions) scaled in float32:
+// dot product (the family's instructions: isa::dot_q4_block / dot_q8_block in the wide shape, the same
+// sums vector by vector in avx2's lean one) scaled in float32:
 //   Q4_0/Q4_1 (w = dw * q + mw, q unsigned 0..15):  sum w x ~= dw * dx * sum(q * a) + mw * sx
 //   Q8_0 (w = dw * q, q signed):                     sum w x ~= dw * dx * sum(q * a)
 // The weights are repacked once at load (q4_packed.pack_i8 / pack_q8_i8) into groups of 8 output
 // rows interleaved 4 bytes at a time, so lane j of every int32 vector is output row j: a block's
 // sums come out of the dot products already one per row (no horizontal sums), and the block's 8
 // weight scales and mins are one vector each. Each unpacked block serves up to isa::kMaxRows rows of
-// x held in registers (register-blocked GEMM), in the shape the family's registers suit (isa::kLeanRows);
-// groups of 8 output rows run in parallel.
+// x (register-blocked GEMM), in the shape the family's registers suit (isa::kLeanRows; both give the
+// same bits); groups of 8 output rows run in parallel.
 // quant_linear.h runs them (the driver and the entry points shared with the int16 kernels).
 // Included by decode_step.cpp.
 #pragma once
@@ -95,11 +96,10 @@ inline void scale_into(__m256i dot, const uint16_t* s, __m256 dw, float xd, floa
   if (kMin) macc = _mm256_fmadd_ps(load_f16x8(s + 8), _mm256_set1_ps(xs), macc);
 }
 
-// The lean shape's (isa::kLeanRows) scaling: one accumulator a row, the Q4 mins' term folded into it
-template <bool kMin>
-inline void scale_folded(__m256i dot, const uint16_t* s, __m256 dw, float xd, float xs, __m256& acc) {
+// The lean shape's (isa::kLeanRows) scaling of one block's integer dot products into a row's accumulator; the
+// Q4 mins' term is summed afterwards by add_mins, so acc and macc see the wide shape's operations in its order
+inline void scale_dot(__m256i dot, __m256 dw, float xd, __m256& acc) {
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd)), acc);
-  if (kMin) acc = _mm256_fmadd_ps(load_f16x8(s + 8), _mm256_set1_ps(xs), acc);
 }
 
 // y[m, n0 .. n0 + 8) = acc[m] (+ macc[m], the Q4 mins' term), the last group cut at N
@@ -115,6 +115,23 @@ inline void store_rows(const __m256* acc, const __m256* macc, float* y, int64_t 
       _mm256_storeu_ps(t, r);
       std::memcpy(y + m * N + n0, t, valid * sizeof(float));
     }
+  }
+}
+
+// The lean shape's last step: for Q4 (kMin) the mins' term of every block in a second, short pass (macc[m] as
+// scale_into sums it, block by block), then y = acc (+ macc) as store_rows writes it
+template <int M, bool kMin>
+inline void store_lean(__m256* acc, const uint16_t* smg, const float* xs, int64_t nb, float* y, int64_t N, int64_t n0) {
+  if constexpr (kMin) {
+    __m256 macc[M];
+    for (int m = 0; m < M; ++m) macc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256 mn = load_f16x8(smg + b * 16 + 8);
+      for (int m = 0; m < M; ++m) macc[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xs[m * nb + b]), macc[m]);
+    }
+    store_rows<M, true>(acc, macc, y, N, n0);
+  } else {
+    store_rows<M, false>(acc, acc, y, N, n0);  // macc unused
   }
 }
 
@@ -144,22 +161,24 @@ void i8_group(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const fl
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
 }
 
-inline __m256i bcast4(const int8_t* p) {
+// the 4 bytes at p in every 32-bit lane (4 int8 activations, or a pair of int16 ones)
+inline __m256i bcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
 
 // i8_group in the lean shape (isa::kLeanRows): each weight vector serves every row before the next is unpacked,
-// one integer chain and one float accumulator a row (Q4: pairs of vpmaddubsw summed in int16, eight of them
-// fit as in isa::dot_q4_block; Q8_0: |w| against sign(x, w), widened per vector as in isa::dot_q8_block)
+// one integer chain and one float accumulator a row while the blocks stream (Q4: pairs of vpmaddubsw summed in
+// int16, eight of them fit as in isa::dot_q4_block; Q8_0: |w| against sign(x, w), widened per vector as in
+// isa::dot_q8_block), the Q4 mins' term after them: the same bits as i8_group, row by row
 template <int M, typename F>
 void i8_group_lean(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const float* xd, const float* xs, float* y, int64_t K,
                    int64_t N, int64_t n0) {
   const int64_t nb = K / 32;
   const __m256i one = _mm256_set1_epi16(1);
-  __m256 acc[M], none[M];
-  for (int m = 0; m < M; ++m) acc[m] = none[m] = _mm256_setzero_ps();
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wg + b * F::kBytes;
     const int8_t* xb = xq + b * 32;
@@ -184,11 +203,10 @@ void i8_group_lean(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, con
         }
       }
     }
-    const uint16_t* sc = smg + b * (F::kMin ? 16 : 8);
-    const __m256 dw = load_f16x8(sc);
-    for (int m = 0; m < M; ++m) scale_folded<F::kMin>(s[m], sc, dw, xd[m * nb + b], xs[m * nb + b], acc[m]);
+    const __m256 dw = load_f16x8(smg + b * (F::kMin ? 16 : 8));
+    for (int m = 0; m < M; ++m) scale_dot(s[m], dw, xd[m * nb + b], acc[m]);
   }
-  store_rows<M, false>(acc, none, y, N, n0);
+  store_lean<M, F::kMin>(acc, smg, xs, nb, y, N, n0);
 }
 
 // The int8 activations for quant_linear.h's driver

@@ -1,8 +1,8 @@
 // The driver of the integer GGUF products (int8_linear.h, int16_linear.h): the activations quantized
 // once per call by A (I8Act / I16Act) on one thread (about 10 ns a block: a parallel region of its
 // own would add a second fork/join to every product), then groups of 8 output rows in parallel, each
-// serving the rows of x in balanced chunks of at most A::kMaxRows (held in registers while one
-// unpacked weight block serves them all). Included by decode_step.cpp after both.
+// serving the rows of x in balanced chunks of at most A::kMaxRows (each weight block, unpacked once,
+// serves the whole chunk). Included by decode_step.cpp after both.
 #pragma once
 #include <ATen/Parallel.h>
 
