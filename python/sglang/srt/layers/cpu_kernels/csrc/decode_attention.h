@@ -30,20 +30,26 @@
 
 namespace {
 
-// exp(x) to about 2 ulp in float32, written so that loops over it vectorize
-// (std::exp does not); inputs here are <= 0 (softmax after the max shift)
-inline float fast_exp(float x) {
-  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-  // round to nearest by the 1.5 * 2^23 trick (std::nearbyint does not vectorize)
-  const float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
+// exp(x) = 2^n p: n = x / ln 2 rounded to nearest (the 1.5 * 2^23 trick: std::nearbyint does not vectorize),
+// p a polynomial in the remainder, to about 2 ulp in float32 for x in [-87, 88]; V is float or vf8 (the same
+// operations lane by lane). Inputs here are <= 0 (softmax after the max shift).
+template <typename V>
+inline V exp_parts(V x, V* n) {
+  *n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  const V r = (x - *n * 0.693359375f) + *n * 2.12194440e-4f;
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
+  return p * r * r + r + 1.f;
+}
+
+// exp(x), written so that loops over it vectorize (std::exp does not)
+inline float fast_exp(float x) {
+  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
+  float n;
+  float p = exp_parts(x, &n);
   int32_t bits;
   std::memcpy(&bits, &p, 4);
   bits += static_cast<int32_t>(n) << 23;
@@ -51,18 +57,11 @@ inline float fast_exp(float x) {
   return p;
 }
 
-// fast_exp on 8 lanes: the same operations lane by lane
+// fast_exp on 8 lanes
 inline vf8 fast_exp8(vf8 x) {
   x = x < -87.f ? vf8{} - 87.f : (x > 88.f ? vf8{} + 88.f : x);
-  const vf8 n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
-  const vf8 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  vf8 p = vf8{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
+  vf8 n;
+  const vf8 p = exp_parts(x, &n);
   return (vf8)((vi8)p + (__builtin_convertvector(n, vi8) << 23));
 }
 
