@@ -272,10 +272,11 @@ def test_int8_gguf_math_serves_the_test_prompts_through_the_plan(sched, monkeypa
         assert runner.weight_format.summary() == "120 x q4_i8; 1 x q8_i8" and runner.fused_decode is not None
         assert runner.model.embed_tokens.weight.is_meta  # rows still looked up in the Q8_0 blocks
         got = generate(s, PROMPTS, n=12)
-        twice = generate(s, PROMPTS[:1] * 2, n=12)
+        rev = generate(s, PROMPTS[::-1], n=12)
     assert "GGUF kernels: int8 math (forced by SGLANG_CPU_GGUF_MATH)" in caplog.text
-    # batched equals a batch of its own: each row of x is quantized on its own and the products are row-exact. Not
-    # against the request alone: one request splits its attention over the token ranges of both threads (split-KV),
-    # whose float sums differ in the last bits, and int8 activations turn that into whole quantization steps (on
-    # the AVX2 EPYC this prompt's 8th token is a near tie, 0.06-0.09 nats, that the split flips)
-    assert all(len(g) == 12 for g in got) and got[0] == twice[0] == twice[1]
+    # a row's answer does not depend on where it sits in the batch: each row of x is quantized on its own and the
+    # products are row-exact. Compared within one batch size, not against the request alone: a batch with fewer
+    # (request, KV head) tasks than two a thread splits each request's attention over token ranges (split-KV), whose
+    # float sums differ in the last bits, and int8 activations turn that into whole quantization steps (on the AVX2
+    # EPYC this prompt's 8th token is a near tie, 0.06-0.09 nats, that the split flips)
+    assert all(len(g) == 12 for g in got) and rev[::-1] == got
