@@ -29,9 +29,12 @@ from sglang.utils.env import env_number
 # integer kernels stream each weight block once for several rows, so an extra row costs 0.1-0.3 of a decode row;
 # the step from 4 to 5 rows is the int16 kernels': compute-bound from 4 rows, with a second pass over each weight
 # block past 4 rows. avx2: the 2-core AVX2-only EPYC (its vpmaddubsw / vpmaddwd products are compute-bound even at
-# one row in cache, so each row adds its own multiply-adds: 0.29-0.41 of a decode row from the first), with the head
-# in the one-region step, the lean int8/int16 kernels (8 rows a weight block) and the vectorized softmax, the mean of
-# two runs (within 3-9% of each other; the run before those two changes: 1.47 / 2.20 / 3.91 / 7.34 at 2 / 4 / 8 / 16).
+# one row in cache, so each row adds its own multiply-adds: 0.29-0.41 of a decode row, spec_cost's "per extra
+# row", in the runs below), with the head in the one-region step, the lean int8/int16 kernels (8 rows a weight
+# block) and the vectorized softmax, the mean of two runs (within 3-9% of each other; the run before those two
+# changes: 1.47 / 2.20 / 3.91 / 7.34 at 2 / 4 / 8 / 16). Two runs of the final kernels (the Q4 mins' term in a
+# second pass, the wide shape's bits) read 1.06 / 1.44 / 1.76 / 2.01 / 2.37 / 2.69 / 3.39 / 4.20 / 4.91 / 6.24:
+# the same table within 5%.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[tuple[int, float], ...]] = {
     "avx512_vnni": ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32),
                     (16, 5.42)),
