@@ -97,7 +97,7 @@ inline void scale_into(__m256i dot, const uint16_t* s, __m256 dw, float xd, floa
 }
 
 // The lean shape's (isa::kLeanRows) scaling of one block's integer dot products into a row's accumulator; the
-// Q4 mins' term is summed afterwards by add_mins, so acc and macc see the wide shape's operations in its order
+// Q4 mins' term is summed afterwards by store_lean, so acc and macc see the wide shape's operations in its order
 inline void scale_dot(__m256i dot, __m256 dw, float xd, __m256& acc) {
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(xd)), acc);
 }
