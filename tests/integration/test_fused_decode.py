@@ -280,3 +280,36 @@ def test_int8_gguf_math_serves_the_test_prompts_through_the_plan(sched, monkeypa
     # float sums differ in the last bits, and int8 activations turn that into whole quantization steps (on the AVX2
     # EPYC this prompt's 8th token is a near tie, 0.06-0.09 nats, that the split flips)
     assert all(len(g) == 12 for g in got) and rev[::-1] == got
+
+
+@pytest.mark.parametrize("rows", [(5,), (4, 1, 3)], ids=["one-request", "three-requests"])
+def test_a_verify_forward_through_the_plan_keeps_every_rows_eager_logits(sched, rows):
+    # TARGET_VERIFY runs as an extend whose every row gives logits: each request's rows attend to its cached prefix
+    # and to the rows before them (the one-region step's units: tests/integration/test_integer_kernels.py)
+    runner = sched.tp_worker.model_runner
+    ids = sched.tokenizer.encode("The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a lantern, "
+                                 "a flask of tea and a notebook in which he wrote the colour of the sea.")
+    ps = runner.kv_pool.page_size
+    prefixes = [16 + 5 * i for i in range(len(rows))]
+    assert len(ids) >= prefixes[-1] + max(rows)
+    pages = [runner.allocator.alloc(-(-(p + n) // ps)) for p, n in zip(prefixes, rows)]
+    first = ModelWorkerBatch(ForwardMode.EXTEND, [ids[:p] for p in prefixes], [0] * len(rows), pages, [None] * len(rows))
+    verify = ModelWorkerBatch(ForwardMode.TARGET_VERIFY, [ids[p : p + n] for p, n in zip(prefixes, rows)], prefixes, pages,
+                              [None] * len(rows))
+
+    def run(fused: FusedDecode | None) -> torch.Tensor:
+        saved, runner.fused_decode = runner.fused_decode, fused
+        try:
+            runner.forward(first)
+            return runner.forward(verify)
+        finally:
+            runner.fused_decode = saved
+
+    plan = FusedDecode.create(runner, "on")
+    try:
+        eager, fused = run(None), run(plan)
+    finally:
+        runner.allocator.free([p for pg in pages for p in pg])
+    assert eager.shape == fused.shape == (sum(rows), runner.model_config.vocab_size)
+    torch.testing.assert_close(fused, eager, rtol=1e-4, atol=1e-4)
+    assert torch.equal(fused.argmax(-1), eager.argmax(-1))

@@ -1,5 +1,6 @@
-// Paged decode attention for the fused step: one query row per request, K and V read in place from
-// the pool's slots (pages of any size: a request's slots are listed one per token). Each query head's
+// Paged decode attention for the fused step: one query row per request (or a unit of rows of one
+// request, attention_rows), K and V read in place from the pool's slots (pages of any size: a
+// request's slots are listed one per token). Each query head's
 // scores, softmax and weighted sum are float32; scores and probabilities are rounded to the model
 // dtype T where the eager matmuls round them. Included by decode_step.cpp after vec.h.
 //
@@ -153,14 +154,31 @@ void weighted_heads(int64_t gb, const AttnPool<KV>& pool, const int64_t* slots, 
   }
 }
 
-// One task: request with slots[0..L) (L >= 1), KV heads [g0, g0 + per), their query heads' float32 q in qf
-// [per * G, D]; o: the task's first query head's output row. sc [per * G, Lpad] and kf [8, D] are scratch.
-// stats (optional, [per * G, 2]): each query head's largest score and its softmax denominator, from which
-// team_step.h merges the outputs of one request's token ranges (split-KV decoding).
+// A unit: R query rows whose slot lists are each a prefix of the next row's (the rows of one request in a
+// verify or a short prefill; row r attends to the first lens[r] slots of the last row's list). A unit's task
+// reads each token's K and V rows (and widens K) once for all of its rows: at 5 verify rows and 300 cached
+// tokens on the AVX2 EPYC, the rows attending one at a time re-read the request's K/V for every row (2.8 of
+// a 12.5 ms step).
+constexpr int64_t kUnitRows = 16;
+
+// One task over a unit of R <= kUnitRows rows: tokens [ta, tb) of `slots` (row r's own there: [ta, min(tb,
+// lens[r])), lens non-decreasing), KV heads [g0, g0 + per). q: row 0's float32 queries from the task's first
+// query head, row r at q + r * qstride; o likewise (ostride). Scratch: sc [per * R * G, Lpad] (Lpad >= tb - ta,
+// a multiple of 8), kf [8, D], ot [per * R * G, D] (unused when R == 1: the output goes to o directly).
+// stats (optional): row r's [per * G, 2] at stats + r * sstride, each query head's largest score and softmax
+// denominator, from which team_step.h merges token ranges (split-KV decoding); a row with no tokens in the
+// range gets denominator 0 and a zero output.
 template <typename T, typename KV>
-void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t g0, int64_t per, int64_t G, int64_t D,
-                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, T* o, float* stats = nullptr) {
-  const int64_t NV = D / 8, off = g0 * D, nq = per * G;
+void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_t* lens, int64_t R, int64_t ta, int64_t tb, int64_t g0,
+                    int64_t per, int64_t G, int64_t D, float scale, const float* q, int64_t qstride, float* sc, int64_t Lpad, float* kf,
+                    T* ot, T* o, int64_t ostride, float* stats = nullptr, int64_t sstride = 0) {
+  const int64_t NV = D / 8, off = g0 * D, RG = R * G;
+  int64_t own[kUnitRows], L = 0;  // row r's tokens in the range, and the most of them
+  for (int64_t r = 0; r < R; ++r) {
+    own[r] = std::max<int64_t>(0, std::min(tb, lens[r]) - ta);
+    L = std::max(L, own[r]);
+  }
+  slots += ta;
   for (int64_t t0 = 0; t0 < L; t0 += 8) {
     const int64_t n = std::min<int64_t>(8, L - t0);
     // K and V rows of the tokens kPrefetch ahead, toward L2: V's are read again only after the
@@ -187,32 +205,59 @@ void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
           kr[tt] = kf + tt * D;
         }
       }
-      for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-        vf8 s[8];
-        for (int tt = 0; tt < 8; ++tt) s[tt] = vf8{};
-        for (int64_t i = 0; i < NV; ++i) {
-          const vf8 qi = load8(qf + j * D + 8 * i);
-          for (int tt = 0; tt < 8; ++tt) s[tt] += qi * load8(kr[tt] + 8 * i);
+      for (int64_t r = 0; r < R; ++r) {
+        if (t0 >= own[r]) continue;  // past this row's tokens (lanes past them in a block: computed, never read)
+        for (int64_t jj = 0; jj < G; ++jj) {
+          const float* qj = q + r * qstride + (g * G + jj) * D;
+          vf8 s[8];
+          for (int tt = 0; tt < 8; ++tt) s[tt] = vf8{};
+          for (int64_t i = 0; i < NV; ++i) {
+            const vf8 qi = load8(qj + 8 * i);
+            for (int tt = 0; tt < 8; ++tt) s[tt] += qi * load8(kr[tt] + 8 * i);
+          }
+          const vf8 sum = lane_sums8(s);
+          float* dst = sc + ((g * R + r) * G + jj) * Lpad + t0;
+          for (int i = 0; i < 8; ++i) dst[i] = round_as<T>(sum[i]) * scale;
         }
-        const vf8 sum = lane_sums8(s);
-        float* dst = sc + j * Lpad + t0;
-        for (int i = 0; i < 8; ++i) dst[i] = round_as<T>(sum[i]) * scale;
       }
     }
   }
-  for (int64_t j = 0; j < nq; ++j) softmax_row<T>(sc + j * Lpad, L, stats != nullptr ? stats + 2 * j : nullptr);
+  // probabilities [g][r][jj]: each row's own tokens, zeros past them (the weighted sum runs to L for all rows)
   for (int64_t g = 0; g < per; ++g)
-    for (int64_t j0 = g * G; j0 < (g + 1) * G; j0 += 4)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t jj = 0; jj < G; ++jj) {
+        float* p = sc + ((g * R + r) * G + jj) * Lpad;
+        float* st = stats != nullptr ? stats + r * sstride + 2 * (g * G + jj) : nullptr;
+        if (own[r] > 0) softmax_row<T>(p, own[r], st);
+        else if (st != nullptr) st[0] = st[1] = 0.f;
+        std::fill(p + own[r], p + L, 0.f);
+      }
+  for (int64_t g = 0; g < per; ++g) {
+    const float* pg = sc + g * RG * Lpad;
+    T* og = R == 1 ? o + g * G * D : ot + g * RG * D;  // one row: its heads are contiguous in o
+    for (int64_t j0 = 0; j0 < RG; j0 += 4)
       for (int64_t c = 0; c < NV;) {
-        const int64_t gb = std::min<int64_t>(4, (g + 1) * G - j0), at = off + g * D + 8 * c;
+        const int64_t gb = std::min<int64_t>(4, RG - j0), at = off + g * D + 8 * c;
         if (NV - c >= kChunk) {
-          weighted_heads<kChunk>(gb, pool, slots, L, at, sc + j0 * Lpad, Lpad, o + j0 * D + 8 * c, D);
+          weighted_heads<kChunk>(gb, pool, slots, L, at, pg + j0 * Lpad, Lpad, og + j0 * D + 8 * c, D);
           c += kChunk;
         } else {  // head sizes are multiples of 16: two vectors at a time finish any head
-          weighted_heads<2>(gb, pool, slots, L, at, sc + j0 * Lpad, Lpad, o + j0 * D + 8 * c, D);
+          weighted_heads<2>(gb, pool, slots, L, at, pg + j0 * Lpad, Lpad, og + j0 * D + 8 * c, D);
           c += 2;
         }
       }
+  }
+  if (R > 1)
+    for (int64_t g = 0; g < per; ++g)
+      for (int64_t r = 0; r < R; ++r)
+        std::memcpy(o + r * ostride + g * G * D, ot + (g * R + r) * G * D, G * D * sizeof(T));
+}
+
+// One request's attention (a unit of one row) over its L >= 1 slots; the arguments as attention_rows'
+template <typename T, typename KV>
+void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t g0, int64_t per, int64_t G, int64_t D,
+                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, T* o) {
+  attention_rows<T, KV>(pool, slots, &L, 1, 0, L, g0, per, G, D, scale, qf, 0, sc, Lpad, kf, nullptr, o, 0);
 }
 
 // out [B, H * D] = attention of q [B, H * D] (one row per request) over each request's kv_lens[b] slots

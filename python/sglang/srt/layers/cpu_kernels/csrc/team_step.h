@@ -7,9 +7,10 @@
 //   qkv:       the product, output groups split between the threads
 //   rotary:    q and k heads rotated, K and V written to their slots (a barrier follows: a row of a
 //              verify or a short prefill attends to the slots the rows before it write)
-//   attention: one task per (request, KV heads), its output quantized for o in place; with fewer such tasks
-//              than two a thread (one request on 2 threads), one task per (request, token range) and a
-//              merge of the ranges' outputs (split-KV decoding)
+//   attention: one task per (unit, KV heads), its output quantized for o in place (a unit: the rows of one
+//              request in a verify or a short prefill, which read its K/V once; a decode row alone); with
+//              fewer such tasks than two a thread (one request on 2 threads), one task per (unit, token
+//              range) and a merge of the ranges' outputs (split-KV decoding)
 //   o:         the product
 //   rows:      h += o; x = RMSNorm(h), quantized for gate_up
 //   gate_up:   the product
@@ -154,10 +155,23 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   const int64_t qs = H * D, kvs = Hkv * D, width = qs + 2 * kvs, inter = team.front().gate_up.N / 2;
   at::internal::lazy_init_num_threads();
   const int nt = std::max(1, at::get_num_threads());
-  // Split-KV when a task per (request, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
-  // ran 2 tasks against 1): each request's tokens in nt ranges, all its heads a task, the ranges' outputs merged
-  const int64_t S = B * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
-  const int64_t per = S > 1 || B >= kWholeRows ? Hkv : 1, tasks = B * (Hkv / per) * S, nq = per * G, Lpad = (in.Lmax + 7) / 8 * 8;
+  // Attention units (decode_attention.h): runs of rows whose slot lists are each a prefix of the next row's, so
+  // that a verify's or a short prefill's rows of one request read its K/V once; a decode row is a unit of its own
+  std::vector<int64_t> unit{0};  // unit u: rows [unit[u], unit[u + 1])
+  int64_t rmax = 1;
+  for (int64_t b = 1; b < B; ++b) {
+    const int64_t lp = in.lens[b - 1];
+    if (b - unit.back() >= kUnitRows || in.lens[b] < lp ||
+        std::memcmp(in.idx + (b - 1) * in.Lmax, in.idx + b * in.Lmax, lp * sizeof(int64_t)) != 0)
+      unit.push_back(b);
+    rmax = std::max(rmax, b + 1 - unit.back());
+  }
+  const int64_t U = static_cast<int64_t>(unit.size());
+  unit.push_back(B);
+  // Split-KV when a task per (unit, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
+  // ran 2 tasks against 1): each unit's tokens in nt ranges, all its heads a task, the ranges' outputs merged
+  const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
+  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax, Lpad = (in.Lmax + 7) / 8 * 8;
   std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
@@ -177,7 +191,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
 #pragma omp parallel num_threads(nt)
   {
     const int tid = omp_get_thread_num(), n_threads = omp_get_num_threads();
-    std::vector<float> sc(nq * Lpad), kf(8 * D), krot(D);
+    std::vector<float> sc(nq * Lpad), kf(8 * D), ot(rmax > 1 ? nq * D : 0), krot(D);
     int64_t r0, r1;
     share(B, tid, n_threads, &r0, &r1);
     // h += add (if any); x = RMSNorm(h) quantized for p, rows r0..r1
@@ -237,20 +251,18 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
         int64_t t0, t1;
         share(tasks, tid, n_threads, &t0, &t1);
         for (int64_t task = t0; task < t1 && S == 1; ++task) {
-          const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, off = b * qs + g0 * G * D;
-          attention_task<float, KV>(pool, in.idx + b * in.Lmax, in.lens[b], g0, per, G, D, scale, q.data() + off, sc.data(), Lpad,
-                                    kf.data(), attn.data() + off);
-          quantize_blocks(t.o, attn.data() + off, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
+          const int64_t u = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, b0 = unit[u], R = unit[u + 1] - b0;
+          const int64_t off = b0 * qs + g0 * G * D;
+          attention_rows<float, KV>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G, D, scale,
+                                    q.data() + off, qs, sc.data(), Lpad, kf.data(), ot.data(), attn.data() + off, qs);
+          for (int64_t b = b0; b < b0 + R; ++b)
+            quantize_blocks(t.o, attn.data() + b * qs + g0 * G * D, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
         }
-        for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of request b, every head
-          const int64_t b = task / S, si = task % S, L = in.lens[b], ta = L * si / S, tb = L * (si + 1) / S;
-          float* st = stats.data() + (si * B + b) * H * 2;
-          if (tb == ta) {  // fewer tokens than ranges: this one is empty, and the merge skips it
-            for (int64_t j = 0; j < H; ++j) st[2 * j + 1] = 0.f;
-            continue;
-          }
-          attention_task<float, KV>(pool, in.idx + b * in.Lmax + ta, tb - ta, 0, Hkv, G, D, scale, q.data() + b * qs, sc.data(), Lpad,
-                                    kf.data(), parts.data() + (si * B + b) * qs, st);
+        for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of unit u, every head
+          const int64_t u = task / S, si = task % S, b0 = unit[u], R = unit[u + 1] - b0, L = in.lens[b0 + R - 1];
+          attention_rows<float, KV>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv, G, D,
+                                    scale, q.data() + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(), parts.data() + (si * B + b0) * qs,
+                                    qs, stats.data() + (si * B + b0) * H * 2, H * 2);
         }
       }
       if (S > 1) {
@@ -272,11 +284,12 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
               wsum += w[si];
             }
             float* out = attn.data() + b * qs + j * D;
-            for (int64_t d = 0; d < D; ++d) {
-              float acc = 0.f;
+            for (int64_t d = 0; d < D; d += 8) {  // head sizes are multiples of 16
+              vf8 acc = vf8{};
               for (int64_t si = 0; si < S; ++si)
-                if (w[si] > 0.f) acc += w[si] * parts[(si * B + b) * qs + j * D + d];
-              out[d] = acc / wsum;
+                if (w[si] > 0.f) acc += w[si] * load8(parts.data() + (si * B + b) * qs + j * D + d);
+              acc /= wsum;
+              std::memcpy(out + d, &acc, sizeof(acc));
             }
           }
           quantize_blocks(t.o, attn.data() + b * qs + g * G * D, b, g * G * D / 32, (g + 1) * G * D / 32, xq);
@@ -298,8 +311,10 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
           const int64_t r = i / nb, b = i % nb;
           const float* g = gu.data() + r * 2 * inter + 32 * b;
           const float* u = g + inter;
-#pragma omp simd
-          for (int j = 0; j < 32; ++j) a[j] = g[j] / (1.f + fast_exp(-g[j])) * u[j];
+          for (int j = 0; j < 32; j += 8) {  // fast_exp8: the omp simd loop over fast_exp stayed scalar (160 us a row a step)
+            const vf8 gj = load8(g + j), aj = gj / (1.f + fast_exp8(-gj)) * load8(u + j);
+            std::memcpy(a + j, &aj, sizeof(aj));
+          }
           quantize_blocks(t.down, a, r, b, b + 1, xq);
         }
       }
