@@ -241,9 +241,9 @@ def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
     c = dict(avx2)
     assert dp.verify_cost(7, "avx2") == pytest.approx((c[6] + c[8]) / 2)  # between 6 and 8 rows
     assert dp.verify_cost(20, "avx2") == pytest.approx(c[16] + (c[16] - c[12]) / 4 * 4)  # past the last width, its slope
-    # avx2's rows cost 0.3-0.4 of a decode row: a draft accepted 35% of the time does not pay there, where VNNI's does
-    assert dp.best_k(0.35, 8, family="avx2") == 0 and dp.best_k(0.35, 8, family="avx512_vnni") >= 1
-    assert dp.best_k(0.6, 8, family="avx2") == 1 and dp.best_k(0.6, 8, family="avx512_vnni") == 2
+    # avx2's second row costs 0.3 of a decode row: a draft accepted 30% of the time does not pay there, where VNNI's does
+    assert dp.best_k(0.3, 8, family="avx2") == 0 and dp.best_k(0.3, 8, family="avx512_vnni") >= 1
+    assert dp.best_k(0.6, 8, family="avx2") == dp.best_k(0.6, 8, family="avx512_vnni") == 2
     # this host's table is the family the CPU's flags and SGLANG_CPU_ISA pick (decided once, in isa.py)
     import sglang.host
     from sglang.srt.layers.cpu_kernels import isa
