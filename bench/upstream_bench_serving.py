@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 UPSTREAM_VERSION = "0.5.23"
@@ -89,12 +90,13 @@ def run(args: argparse.Namespace) -> int:
     cmd = [str(py), "-m", "sglang.benchmark.serving", "--backend", "sglang", "--host", "127.0.0.1",
            "--port", str(args.port), "--dataset-name", "random-ids", "--random-input-len", str(args.input_len),
            "--random-output-len", str(args.output_len), "--random-range-ratio", "1.0",
-           "--num-prompts", str(args.num_prompts), "--tokenizer", str(tokenizer_dir(args.tokenizer_dir)),
+           "--num-prompts", str(args.num_prompts), "--tokenizer", str(tokenizer_dir(args.tokenizer_dir).resolve()),
            "--max-concurrency", str(args.max_concurrency), "--seed", "1"]
     if args.lora_name:
         cmd += ["--lora-name", *args.lora_name]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    with tempfile.TemporaryDirectory() as scratch:  # the client writes its result file (BACKEND_MMDD_N_IN_OUT.jsonl) to its cwd
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=scratch)
     print(out.stdout[-6000:])
     if out.returncode != 0:
         print(out.stderr[-4000:], file=sys.stderr)
