@@ -84,7 +84,7 @@ def tokenizer_dir(target: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    py = args.client_venv / "bin" / "python"
+    py = (args.client_venv / "bin" / "python").absolute()  # the client runs in a scratch directory
     if not py.exists():
         sys.exit(f"no upstream client in {args.client_venv}: run {sys.argv[0]} --setup first")
     cmd = [str(py), "-m", "sglang.benchmark.serving", "--backend", "sglang", "--host", "127.0.0.1",

@@ -295,12 +295,13 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     assert (fused - exact).norm() / exact.norm() < 0.03  # int8 activations against the exact weights
 
 
-
-@pytest.mark.parametrize("rows", [(6,), (5, 3), (21,)], ids=["one-request", "two-requests", "a-prefill"])
-def test_the_one_region_step_reads_a_requests_kv_once_for_all_its_rows(monkeypatch, rows):
+@pytest.mark.parametrize("rows,threads", [((6,), 0), ((6,), 16), ((5, 3), 0), ((21,), 0)],
+                         ids=["one-request", "one-request-16-threads", "two-requests", "a-prefill"])
+def test_the_one_region_step_reads_a_requests_kv_once_for_all_its_rows(monkeypatch, rows, threads):
     # a verify's or a short prefill's rows of one request attend to the same slots (each to one more than the row before):
     # the step reads those K/V rows once for all of them (decode_attention.h's units; one request alone: split over its
-    # tokens and merged; 21 rows: units of 16 and 5), and every row keeps the eager step's logits
+    # tokens and merged; 21 rows: units of 16 and 5), and every row keeps the eager step's logits. On 16 threads one
+    # request's 46 tokens split into 16 ranges, and its first rows (41-45 tokens) have none in the last ones.
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
@@ -321,17 +322,23 @@ def test_the_one_region_step_reads_a_requests_kv_once_for_all_its_rows(monkeypat
                       prefixes, list(rows), torch.arange(sum(rows)), kv_slots=slots)
     attn = TorchNativeAttnBackend(SimpleNamespace(kv_pool=pool))
     kernels = load_decode_kernels()
-    with torch.inference_mode():
-        attn.init_forward_metadata(fb)
-        eager = model.forward(fb.input_ids, fb.positions, fb, attn)
-        plan = FusedDecode(model, model.build_decode_plan(kernels, pool), extend=True)
-        assert plan.plan.runs_in_one_region(sum(rows))
-        fused = plan.run_extend(fb)  # rewrites the new rows' K/V before any row attends
+    saved_threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads or saved_threads)
+        with torch.inference_mode():
+            attn.init_forward_metadata(fb)
+            eager = model.forward(fb.input_ids, fb.positions, fb, attn)
+            plan = FusedDecode(model, model.build_decode_plan(kernels, pool), extend=True)
+            assert plan.plan.runs_in_one_region(sum(rows))
+            fused = plan.run_extend(fb)  # rewrites the new rows' K/V before any row attends
+    finally:
+        torch.set_num_threads(saved_threads)
     assert fused.shape == eager.shape == (sum(rows), model.lm_head.embedding.vocab_size)
     rel = [((f - e).norm() / e.norm()).item() for f, e in zip(fused, eager)]
     # mixed16's bound of the decode test above: an extend row moves more int8 roundings than a decode row (its
     # products' inputs differ from the eager extend's by float32 rounding), so only the largest error is bounded here
     assert max(rel) < 0.02, rel
+
 
 def test_argmax_rows_is_torch_max_indices_on_ties_nans_infinities_and_row_strides(family):
     gen = torch.Generator().manual_seed(3)

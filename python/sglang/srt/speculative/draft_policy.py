@@ -35,7 +35,8 @@ from sglang.utils.env import env_number
 # changes: 1.47 / 2.20 / 3.91 / 7.34 at 2 / 4 / 8 / 16). Two runs of the final kernels (the Q4 mins' term in a
 # second pass, the wide shape's bits) read 1.06 / 1.44 / 1.76 / 2.01 / 2.37 / 2.69 / 3.39 / 4.20 / 4.91 / 6.24:
 # the same table within 5%. The table below: the mean of two runs after a request's verify rows read its K/V once
-# (attention units) and SiLU was vectorized (the two runs within 6%; 7-12% below the table before them).
+# (attention units) and SiLU was vectorized (the two runs within 6%; against the table before them 1% cheaper at one
+# row, 4% at two, 8-13% from three).
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[tuple[int, float], ...]] = {
     "avx512_vnni": ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32),
                     (16, 5.42)),

@@ -20,6 +20,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -172,6 +173,7 @@ template <typename T, typename KV>
 void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_t* lens, int64_t R, int64_t ta, int64_t tb, int64_t g0,
                     int64_t per, int64_t G, int64_t D, float scale, const float* q, int64_t qstride, float* sc, int64_t Lpad, float* kf,
                     T* ot, T* o, int64_t ostride, float* stats = nullptr, int64_t sstride = 0) {
+  assert(R >= 1 && R <= kUnitRows);  // the callers' invariant: run_team caps its units, attention_task passes 1
   const int64_t NV = D / 8, off = g0 * D, RG = R * G;
   int64_t own[kUnitRows], L = 0;  // row r's tokens in the range, and the most of them
   for (int64_t r = 0; r < R; ++r) {
