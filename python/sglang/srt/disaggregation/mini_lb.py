@@ -139,20 +139,23 @@ class Router:
 
         async def relay() -> AsyncIterator[bytes]:
             chunks = r.aiter_raw()
+            relayed = False  # a chunk reached the client: the decode side has the KV, the prefill side is not needed
             try:
                 while True:
                     nxt = asyncio.ensure_future(chunks.__anext__())
-                    done, _ = await asyncio.wait({nxt, prefill}, return_when=asyncio.FIRST_COMPLETED)
-                    if prefill in done and prefill.exception() is not None and nxt not in done:
+                    done, _ = await asyncio.wait({nxt} if relayed else {nxt, prefill}, return_when=asyncio.FIRST_COMPLETED)
+                    if not relayed and prefill in done and prefill.exception() is not None and nxt not in done:
                         nxt.cancel()
                         exc = prefill.exception()
                         body_ = exc.body if isinstance(exc, SideError) else error_body(502, f"prefill: {exc}", "server_error")
                         yield f"data: {json.dumps(body_)}\n\ndata: [DONE]\n\n".encode()
                         return
                     try:
-                        yield await nxt
+                        chunk = await nxt
                     except StopAsyncIteration:
                         return
+                    relayed = True
+                    yield chunk
             except httpx.HTTPError as exc:
                 err = _side_error("decode", d, 502, f"the stream broke ({type(exc).__name__}: {exc})")
                 yield f"data: {json.dumps(err.body)}\n\ndata: [DONE]\n\n".encode()
