@@ -122,13 +122,13 @@ def compare_maths(args: argparse.Namespace) -> None:
 def print_measured(batches: list[int], table: dict[str, list[float]], args: argparse.Namespace) -> None:
     """With one batch size per bucket of ``isa.BUCKETS``, the run as an ``isa.MEASURED`` entry (the table the
     GGUF arithmetic per batch size is chosen from), and the arithmetic that entry picks for each bucket."""
-    from sglang.host import cpu_model_name
+    from sglang.host import cpu_model
     from sglang.srt.layers.cpu_kernels import isa
 
     if len(batches) != len(isa.BUCKETS) or any(bucket_of(b) != i for i, b in enumerate(batches)):
         return
     cmd = f"bench/decode_step.py{' --best' if args.best else ''} --maths {args.maths} --batches {args.batches}"
-    run = isa.Measured(cpu_model_name(), cmd, {m: tuple(v) for m, v in table.items()})  # type: ignore[misc]
+    run = isa.Measured(cpu_model(), cmd, {m: tuple(v) for m, v in table.items()})  # type: ignore[misc]
     print(f"isa.MEASURED entry: {run!r}")
     allowed = [m for m in isa.eligible() if m not in isa.HELD]
     print(f"picks among {', '.join(allowed)} (held: {', '.join(isa.HELD) or 'none'}): "

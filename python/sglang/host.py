@@ -26,15 +26,35 @@ def available_memory() -> int:
     return meminfo("MemAvailable") or total_memory()
 
 
-def cpu_model_name() -> str:
+def _first_cpu(path: str) -> dict[str, str]:
+    """The fields of the first processor's block of a /proc/cpuinfo-format file (empty if unreadable)."""
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "cpu"
+    return fields
+
+
+def cpu_model_name(path: str = "/proc/cpuinfo") -> str:
+    """The ``lscpu`` model name ("AMD EPYC"); the platform's processor or machine name if unlisted."""
+    return _first_cpu(path).get("model name") or platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_model(path: str = "/proc/cpuinfo") -> str:
+    """The CPU model as measurements key it: the model name with its family and model numbers, e.g.
+    ``"AMD EPYC (family 23 model 1)"``. One model name covers several generations (a Zen 1 and a Zen 2 EPYC
+    both read "AMD EPYC" in a VM) whose kernels run at different speeds; the numbers tell them apart. The
+    bare name where the file lists no numbers."""
+    fields = _first_cpu(path)
+    name = fields.get("model name") or cpu_model_name(path)
+    family, model = fields.get("cpu family"), fields.get("model")
+    return f"{name} (family {family} model {model})" if family and model else name
 
 
 def cpu_flags() -> frozenset[str]:

@@ -51,12 +51,12 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     assert f"CPU kernel family: {family} (the best this CPU has: " in proc.stdout
     data = json.loads(_run(["platform", "--json"], env).stdout)
     assert data["cpu_kernel_family"]["family"] == family and "SGLANG_CPU_ISA unset" in data["cpu_kernel_family"]["reason"]
-    from sglang.host import cpu_model_name
+    from sglang.host import cpu_model
     from sglang.srt.layers.cpu_kernels.isa import auto_kv_dtype, gguf_math
 
-    plan = gguf_math(family, cpu_model_name(), None).format()  # the measured table's plan for this CPU (env unset)
+    plan = gguf_math(family, cpu_model(), None).format()  # the measured table's plan for this CPU (env unset)
     assert data["cpu_kernel_family"]["gguf_math"] == plan and f"GGUF kernels (float32 models): {plan}" in proc.stdout
-    kv = auto_kv_dtype(gguf_math(family, cpu_model_name(), None))
+    kv = auto_kv_dtype(gguf_math(family, cpu_model(), None))
     assert data["cpu_kernel_family"]["kv_cache_dtype_auto"] == kv and f"--kv-cache-dtype auto (float32 models on GGUF blocks): {kv}" in proc.stdout
     forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed"})
     assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout

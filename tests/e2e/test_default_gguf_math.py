@@ -9,7 +9,7 @@ import os
 import pytest
 
 import sglang
-from sglang.host import cpu_model_name
+from sglang.host import cpu_model
 from sglang.srt.layers.cpu_kernels.isa import MathPlan, auto_kv_dtype, gguf_math, host_choice
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three primary colors.", "What is 12 times 12?"]
@@ -20,7 +20,7 @@ SUMMARY = {"float32": "120 x q4_f32; 1 x q8_f32", "mixed": "60 x q4_f32; 60 x q4
 
 
 def default_plan() -> MathPlan:
-    return gguf_math(host_choice().family.name, cpu_model_name(), None)
+    return gguf_math(host_choice().family.name, cpu_model(), None)
 
 
 @pytest.fixture(scope="module")

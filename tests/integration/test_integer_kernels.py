@@ -136,14 +136,14 @@ def test_mixed_maths_put_o_and_gate_up_on_int8_and_the_rest_on_their_kernel(monk
 
 def test_int8_and_int16_tiers_of_one_layer_share_its_repacked_blocks(monkeypatch):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
-    from sglang.host import cpu_model_name
+    from sglang.host import cpu_model
     from sglang.srt.layers import linear_kernels as lk
     from sglang.srt.layers.cpu_kernels import isa
 
     # int8 at one row (its figures pass the bar here by fiat), mixed16 above: down is int8 then int16
     monkeypatch.delenv("SGLANG_CPU_GGUF_MATH", raising=False)
     monkeypatch.setattr(isa, "AGREEMENT", {m: (99.0,) * len(isa.BUCKETS) for m in isa.MATHS})
-    monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model_name(), "test", {
+    monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model(), "test", {
         "int8": (1.0, 3.0, 3.0, 3.0), "mixed16": (2.0, 1.0, 1.0, 1.0)}),))
     model = tiny_llama(torch.float32, 4, 2, False, seed=5, tied=True)
     fmt = apply_weight_format(model, q4_checkpoint(model, 5), q8_embedding(model, 5), "gguf_q4")
@@ -196,13 +196,13 @@ def test_the_default_arithmetic_is_the_measured_plan_for_this_cpu_at_each_batch_
 def _plan_on_this_cpu(monkeypatch, by_bucket_ms: dict[str, tuple[float, float, float, float]]) -> None:
     """The shipped table replaced by one measured "on this CPU", with mixed passing the quality bar at every batch
     size (the rule then picks from these figures)."""
-    from sglang.host import cpu_model_name
+    from sglang.host import cpu_model
     from sglang.srt.layers.cpu_kernels import isa
 
     monkeypatch.delenv("SGLANG_CPU_GGUF_MATH", raising=False)
     monkeypatch.setattr(isa, "AGREEMENT", {**isa.AGREEMENT, "mixed": (99.4,) * len(isa.BUCKETS)})
     monkeypatch.setattr(isa, "HELD", {})
-    monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model_name(), "test", by_bucket_ms),))
+    monkeypatch.setitem(isa.MEASURED, load_decode_kernels().FAMILY, (isa.Measured(cpu_model(), "test", by_bucket_ms),))
 
 
 def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_same_blocks(monkeypatch):

@@ -46,7 +46,7 @@ def _cheap_verify_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     (the per-family choice has its own unit test, tests/unit/test_spec_ngram.py)."""
     from sglang.srt.speculative import draft_policy
 
-    monkeypatch.setattr(draft_policy, "_host_family", lambda: "avx512_vnni")
+    monkeypatch.setattr(draft_policy, "_host", lambda: ("avx512_vnni", "any CPU model"))
 
 
 @pytest.fixture(scope="module")

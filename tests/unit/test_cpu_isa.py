@@ -131,6 +131,39 @@ def test_a_cpu_model_measured_itself_wins_over_another_of_its_family(monkeypatch
     assert elsewhere.by_bucket == mine.by_bucket and "AMD EPYC, the same family" in elsewhere.reason
 
 
+def test_two_generations_of_one_model_name_are_told_apart_by_their_family_and_model(tmp_path, monkeypatch, mixed_passes):
+    from sglang.host import cpu_model, cpu_model_name
+
+    def cpuinfo(family: int, model: int) -> str:  # two processors: the first one's block counts
+        block = f"processor\t: {{}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: AMD EPYC\n"
+        path = tmp_path / f"cpuinfo-{family}-{model}"
+        path.write_text(block.format(0) + "\n" + block.format(1).replace(f": {model}\n", ": 99\n"))
+        return str(path)
+
+    zen1, zen2 = cpu_model(cpuinfo(23, 1)), cpu_model(cpuinfo(23, 49))
+    assert (zen1, zen2) == ("AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)")
+    assert cpu_model_name(cpuinfo(23, 1)) == "AMD EPYC"
+    bare = tmp_path / "bare"
+    bare.write_text("processor\t: 0\nmodel name\t: Some CPU\n")
+    assert cpu_model(str(bare)) == "Some CPU"  # no numbers listed: the bare name
+    # each generation's own run decides for it; a third model of the family falls back to the family's first run
+    fast = Measured(zen2, "bench", {"float32": (10.0,) * 4, "mixed": (5.0,) * 4})
+    slow = Measured(zen1, "bench", {"float32": (10.0,) * 4, "mixed": (12.0, 12.0, 5.0, 5.0)})
+    monkeypatch.setitem(MEASURED, "avx2", (fast, slow))
+    assert isa.for_cpu(MEASURED["avx2"], zen1) is slow and isa.for_cpu(MEASURED["avx2"], "AMD EPYC") is fast
+    assert isa.for_cpu((), zen1) is None
+    assert gguf_math("avx2", zen1, None).by_bucket == ("float32", "float32", "mixed", "mixed")
+    assert gguf_math("avx2", zen2, None).by_bucket == ("mixed",) * 4
+
+
+def test_the_shipped_runs_name_each_cpu_model_once_with_its_numbers():
+    import re
+
+    for runs in MEASURED.values():
+        assert len({r.cpu for r in runs}) == len(runs)
+        assert all(re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) for r in runs), [r.cpu for r in runs]
+
+
 def test_a_family_without_a_measurement_keeps_the_exact_weights(monkeypatch, mixed_passes):
     monkeypatch.setitem(MEASURED, "avx2", ())
     plan = gguf_math("avx2", EPYC, None)

@@ -235,9 +235,12 @@ def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
     from sglang.srt.speculative import draft_policy as dp
 
     avx2, vnni = dp.verify_costs("avx2"), dp.verify_costs("avx512_vnni")
-    assert avx2 != vnni and dp.verify_costs("no_such_family") == dp.VERIFY_COSTS_BY_FAMILY[dp.FALLBACK_FAMILY]
-    for table in (avx2, vnni):  # rows ascending, costs rising: interpolation and the last slope stay meaningful
-        assert [r for r, _ in table] == sorted({r for r, _ in table}) and [c for _, c in table] == sorted(c for _, c in table)
+    assert avx2 != vnni and dp.verify_costs("no_such_family") == dp.VERIFY_COSTS_BY_FAMILY[dp.FALLBACK_FAMILY][0].rows
+    for runs in dp.VERIFY_COSTS_BY_FAMILY.values():
+        assert len({r.cpu for r in runs}) == len(runs)  # one table per CPU model
+        for run in runs:  # rows ascending, costs rising: interpolation and the last slope stay meaningful
+            table = run.rows
+            assert [r for r, _ in table] == sorted({r for r, _ in table}) and [c for _, c in table] == sorted(c for _, c in table)
     c = dict(avx2)
     assert dp.verify_cost(7, "avx2") == pytest.approx((c[6] + c[8]) / 2)  # between 6 and 8 rows
     assert dp.verify_cost(20, "avx2") == pytest.approx(c[16] + (c[16] - c[12]) / 4 * 4)  # past the last width, its slope
@@ -251,14 +254,30 @@ def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
     vnni_cpu = isa.FAMILIES["avx512_vnni"].features | isa.FAMILIES["avx2"].features
     monkeypatch.setattr(sglang.host, "cpu_flags", lambda: frozenset(vnni_cpu))
     monkeypatch.delenv("SGLANG_CPU_ISA", raising=False)
-    dp._host_family.cache_clear()
+    dp._host.cache_clear()
     try:
         assert dp.verify_costs() == vnni and dp.verify_cost(3) == dp.verify_cost(3, "avx512_vnni")
         monkeypatch.setenv("SGLANG_CPU_ISA", "avx2")  # forced down to avx2 on the same CPU
-        dp._host_family.cache_clear()
-        assert dp.verify_costs() == avx2
+        dp._host.cache_clear()
+        assert dp.verify_costs() == dp.verify_costs("avx2", sglang.host.cpu_model())  # this CPU model's table
     finally:
-        dp._host_family.cache_clear()
+        dp._host.cache_clear()
+
+
+def test_a_cpu_model_prices_verify_rows_by_its_own_table(monkeypatch):
+    # two CPUs of one family and one model name whose kernels run at different speeds (a Zen 1 and a Zen 2 EPYC)
+    from sglang.srt.speculative import draft_policy as dp
+
+    slow = dp.VerifyCosts("AMD EPYC (family 23 model 1)", ((1, 1.1), (2, 1.6), (4, 2.8), (8, 5.2)))
+    fast = dp.VerifyCosts("AMD EPYC (family 23 model 49)", ((1, 1.0), (2, 1.2), (4, 1.6), (8, 2.4)))
+    monkeypatch.setitem(dp.VERIFY_COSTS_BY_FAMILY, "avx2", (fast, slow))
+    assert dp.verify_costs("avx2", slow.cpu) == slow.rows and dp.verify_costs("avx2", fast.cpu) == fast.rows
+    assert dp.verify_costs("avx2", "Intel Core (family 6 model 60)") == fast.rows  # unmeasured: the family's first
+    assert dp.verify_costs("avx2") == fast.rows
+    # at 60% acceptance the cheap rows earn two drafts, the dear ones none
+    assert dp.best_k(0.6, 8, family="avx2", cpu=fast.cpu) >= 2 and dp.best_k(0.6, 8, family="avx2", cpu=slow.cpu) == 0
+    monkeypatch.setattr(dp, "_host", lambda: ("avx2", slow.cpu))  # this host is the slow model
+    assert dp.verify_costs() == slow.rows and dp.best_k(0.6, 8) == 0
 
 
 def test_draft_state_backs_off_then_probes():

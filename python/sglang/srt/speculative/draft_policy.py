@@ -1,8 +1,8 @@
 """How many tokens a request drafts each step: the measured cost of a verify row against its acceptance.
 
-A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, ``C`` measured per width and
-CPU kernel family (``VERIFY_COSTS_BY_FAMILY``: the verify step's own cost, an extend forward with every row's logits, and the rows it adds
-while each weight block streams once for all of them); with a per-position acceptance ``a`` it emits
+A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, ``C`` measured per width, CPU
+kernel family and CPU model (``VERIFY_COSTS_BY_FAMILY``: the verify step's own cost, an extend forward with every
+row's logits, and the rows it adds while each weight block streams once for all of them); with a per-position acceptance ``a`` it emits
 ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
 ``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
 (no match, or acceptance too low) runs the ordinary decode step: nothing extra is verified. A request at
@@ -16,33 +16,40 @@ whole row of compute: a batch speculates only while ``batch + drafted rows <= CO
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from sglang.utils.env import env_number
 
-# A TARGET_VERIFY forward of ``rows`` rows costs VERIFY_COSTS_BY_FAMILY[family][rows] decode rows, per CPU kernel family (the
-# one ``cpu_kernels/isa.py`` picks: the products' cost per extra row is the family's dot-product throughput), from
-# bench/spec_cost.py --rounds 15 (default model, one request with 300 cached tokens, fastest of 15 rounds) with the
-# family's default mixed16 arithmetic. Between the measured widths the cost is interpolated, past the last one
-# extended at its last slope. A faster decode row makes each extra row dearer in its units.
-# avx512_vnni: the 2-core AVX-512 EPYC with float16 weight scales and huge pages, after the one-region step and the
-# int8 LM head (docs/benchmarks.md, "a fourth session"), the median of four runs (they spread by 10-20%): the
-# integer kernels stream each weight block once for several rows, so an extra row costs 0.1-0.3 of a decode row;
-# the step from 4 to 5 rows is the int16 kernels': compute-bound from 4 rows, with a second pass over each weight
-# block past 4 rows. avx2: the 2-core AVX2-only EPYC (its vpmaddubsw / vpmaddwd products are compute-bound even at
-# one row in cache, so each row adds its own multiply-adds: 0.29-0.41 of a decode row, spec_cost's "per extra
-# row", in the runs below), with the head in the one-region step, the lean int8/int16 kernels (8 rows a weight
-# block) and the vectorized softmax, the mean of two runs (within 3-9% of each other; the run before those two
-# changes: 1.47 / 2.20 / 3.91 / 7.34 at 2 / 4 / 8 / 16). Two runs of the final kernels (the Q4 mins' term in a
-# second pass, the wide shape's bits) read 1.06 / 1.44 / 1.76 / 2.01 / 2.37 / 2.69 / 3.39 / 4.20 / 4.91 / 6.24:
-# the same table within 5%. The table below: the mean of two runs after a request's verify rows read its K/V once
-# (attention units) and SiLU was vectorized (the two runs within 6%; against the table before them 1% cheaper at one
-# row, 4% at two, 8-13% from three).
-VERIFY_COSTS_BY_FAMILY: dict[str, tuple[tuple[int, float], ...]] = {
-    "avx512_vnni": ((1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32),
-                    (16, 5.42)),
-    "avx2": ((1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49)),
+
+@dataclass(frozen=True)
+class VerifyCosts:
+    """What a TARGET_VERIFY forward of ``rows`` rows costs, in decode rows, on one CPU model (``cpu``: as
+    ``sglang.host.cpu_model()`` names it): (rows, cost) with rows ascending, from ``bench/spec_cost.py --rounds
+    15`` (the default model, one request with 300 cached tokens, the fastest of 15 rounds; the mean of two runs)."""
+
+    cpu: str
+    rows: tuple[tuple[int, float], ...]
+
+
+# Per CPU kernel family (the one ``cpu_kernels/isa.py`` picks), one table per CPU model measured, chosen by
+# ``isa.for_cpu`` (the model's own, else the family's first). The extra rows' cost is the products' dot-product
+# throughput: on AVX-512 VNNI the integer kernels stream each weight block once for several rows (0.1-0.3 of a decode
+# row each, with a step from 4 to 5 rows where the int16 kernels take a second pass); on AVX2 the vpmaddubsw /
+# vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.29-0.41 of a
+# decode row on the Zen 2 EPYC, 0.37-0.53 on the Zen 1 one (its 256-bit operations run as two 128-bit halves).
+# docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
+# units, so the tables are re-measured whenever the decode step changes.
+VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
+    "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
+        (1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32), (16, 5.42))),),
+    "avx2": (
+        VerifyCosts("AMD EPYC (family 23 model 49)", (
+            (1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49))),
+        VerifyCosts("AMD EPYC (family 23 model 1)", (
+            (1, 1.09), (2, 1.46), (3, 1.98), (4, 2.42), (5, 2.91), (6, 3.57), (8, 4.60), (10, 5.86), (12, 6.67), (16, 8.69))),
+    ),
 }
-# a family with no table of its own (none built now), or a host without one: the dearer rows, which draft less
+# a family with no table of its own (none built now), or a host without one: the avx2 family's tables
 FALLBACK_FAMILY = "avx2"
 VERIFY_BASE_COST = 1.08  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
 VERIFY_ROW_COST = 0.29  # and each extra row, on average
@@ -57,41 +64,52 @@ def expected_tokens(a: float, k: int) -> float:
 
 
 @functools.lru_cache(maxsize=1)
-def _host_family() -> str:
+def _host() -> tuple[str, str]:
+    """(kernel family, CPU model) of this host, as the CPU kernels decide them."""
+    from sglang.host import cpu_model
     from sglang.srt.layers.cpu_kernels.isa import IsaError, host_choice
 
     try:
-        return host_choice().family.name
+        family = host_choice().family.name
     except IsaError:  # no family runs here: the fused step is off, and the eager rows are no cheaper
-        return FALLBACK_FAMILY
+        family = FALLBACK_FAMILY
+    return family, cpu_model()
 
 
-def verify_costs(family: str | None = None) -> tuple[tuple[int, float], ...]:
-    """The (rows, cost in decode rows) table of kernel family ``family`` (None: this host's, as the CPU kernels
-    pick it; ``SGLANG_CPU_ISA`` included), or the fallback's where the family has none."""
-    fam = _host_family() if family is None else family
-    return VERIFY_COSTS_BY_FAMILY.get(fam, VERIFY_COSTS_BY_FAMILY[FALLBACK_FAMILY])
+def verify_costs(family: str | None = None, cpu: str | None = None) -> tuple[tuple[int, float], ...]:
+    """The (rows, cost in decode rows) table of kernel family ``family`` on CPU model ``cpu`` (``family`` None:
+    this host's family and model, as the CPU kernels pick them, ``SGLANG_CPU_ISA`` included; ``cpu`` None: the
+    family's first table), the fallback family's where the family has none."""
+    if family is None:
+        family, cpu = _host()
+    from sglang.srt.layers.cpu_kernels.isa import for_cpu
+
+    runs = VERIFY_COSTS_BY_FAMILY.get(family) or VERIFY_COSTS_BY_FAMILY[FALLBACK_FAMILY]
+    found = for_cpu(runs, cpu or runs[0].cpu)
+    assert found is not None  # every family's tuple is non-empty
+    return found.rows
 
 
-def verify_cost(rows: int, family: str | None = None) -> float:
-    """A verify forward of ``rows`` rows in decode rows (``verify_costs(family)``, interpolated)."""
-    pts = verify_costs(family)
+def verify_cost(rows: int, family: str | None = None, cpu: str | None = None) -> float:
+    """A verify forward of ``rows`` rows in decode rows (``verify_costs(family, cpu)``, interpolated)."""
+    pts = verify_costs(family, cpu)
     for (r0, c0), (r1, c1) in zip(pts, pts[1:]):
         if rows <= r1 or (r1, c1) == pts[-1]:
             return c0 + (c1 - c0) * (rows - r0) / (r1 - r0)
     return pts[0][1]
 
 
-def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None, family: str | None = None) -> int:
+def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None, family: str | None = None,
+           cpu: str | None = None) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
-    ``verify_cost`` of ``1 + k`` rows (kernel family ``family``; None: this host's), or the linear
-    ``base_cost + row_cost * k`` where either is given."""
+    ``verify_cost`` of ``1 + k`` rows (kernel family ``family`` on CPU model ``cpu``; None: this host's), or the
+    linear ``base_cost + row_cost * k`` where either is given."""
     linear = row_cost is not None or base_cost is not None
     row = VERIFY_ROW_COST if row_cost is None else row_cost
     base = VERIFY_BASE_COST if base_cost is None else base_cost
     best, best_rate = 0, 1.0
     for k in range(1, k_max + 1):
-        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k, family))
+        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k, family, cpu))
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best

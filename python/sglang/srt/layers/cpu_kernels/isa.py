@@ -15,7 +15,9 @@ so none is selectable; an AMX CPU runs ``avx512_vnni``. Stdlib only (``import sg
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 ENV = "SGLANG_CPU_ISA"
 
@@ -135,25 +137,34 @@ HELD: dict[str, str] = {}
 MARGIN = 1.05
 
 
+class _OfCpu(Protocol):
+    @property
+    def cpu(self) -> str: ...
+
+
+_Run = TypeVar("_Run", bound=_OfCpu)
+
+
 @dataclass(frozen=True)
 class Measured:
     """Whole fused decode steps (ms, from one interleaved run: medians, or the fastest with ``--best``) per
     arithmetic and bucket on one CPU."""
 
-    cpu: str  # ``lscpu`` model name
+    cpu: str  # ``sglang.host.cpu_model()``: the model name with its family and model numbers
     command: str
     ms: dict[str, tuple[float, float, float, float]]  # math -> one figure per BUCKETS entry
 
 
-# Per family, the runs that decide (a CPU model measured itself wins; another model with the same family
-# is the fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted
-# as printed. docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
+# Per family, the runs that decide (``for_cpu``: a CPU model measured itself wins; the family's first run is the
+# fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted as printed.
+# docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):
     # mixed16 wins every bucket
     "avx512_vnni": (
-        Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
+        Measured(cpu="AMD EPYC (family 25 model 17)",
+                 command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
                  ms={"float32": (8.9, 17.4, 78.1, 382.6), "mixed": (7.8, 14.0, 59.1, 267.8), "mixed16": (6.7, 11.5, 49.6, 185.3),
                      "int8": (6.6, 10.4, 41.4, 158.1)}),
     ),
@@ -163,11 +174,27 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
     # every bucket (the session before, in the wide kernels' shape: 1.59x / 1.20x / 1.08x / 1.06x, 5.9 / 13.7 /
     # 87.2 / 353.6 ms). Before mixed16 was timed there, mixed (1.04-1.11x float32) was this family's default.
     "avx2": (
-        Measured(cpu="AMD EPYC", command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
+        Measured(cpu="AMD EPYC (family 23 model 49)",
+                 command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
                  ms={"float32": (9.4, 16.1, 96.4, 421.6), "mixed": (7.6, 14.3, 81.9, 317.0), "mixed16": (5.2, 10.6, 71.2, 284.5),
                      "int8": (5.1, 9.8, 63.6, 259.6)}),
+        # the 2-core Zen 1 EPYC (family 23 model 1: 256-bit AVX2 as two 128-bit halves, half the float32 peak of
+        # the Zen 2 one at the same bandwidth), the same kernels: every step 1.7-2.2x the Zen 2 one's, compute-bound
+        # even at one row; mixed16 1.09-1.65x mixed and within 9-21% of int8 (under the quality bar): mixed16
+        # wins every bucket here too
+        Measured(cpu="AMD EPYC (family 23 model 1)",
+                 command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
+                 ms={"float32": (19.6, 36.0, 207.9, 836.6), "mixed": (15.0, 28.0, 171.5, 686.7),
+                     "mixed16": (9.1, 22.3, 157.8, 628.6), "int8": (7.5, 18.8, 136.8, 549.5)}),
     ),
 }
+
+
+def for_cpu(runs: Sequence[_Run], cpu: str) -> _Run | None:
+    """Of one family's measured ``runs`` (anything with a ``cpu`` field: ``Measured``, the speculative verify
+    costs), the run of CPU model ``cpu`` itself, else the family's first (a model with the same kernels, measured
+    elsewhere), else None. The one rule every per-CPU table of the CPU kernels follows."""
+    return next((r for r in runs if r.cpu == cpu), runs[0] if runs else None)
 
 
 def eligible(agreement: dict[str, tuple[float | None, ...]] | None = None, bar: float = QUALITY_BAR) -> list[str]:
@@ -228,8 +255,7 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
         if forced not in MATHS:
             raise ValueError(f"{MATH_ENV}={forced!r}: use auto or one of {', '.join(MATHS)}")
         return MathPlan((forced,) * len(BUCKETS), f"forced by {MATH_ENV}")
-    runs = MEASURED.get(family, ())
-    run = next((r for r in runs if r.cpu == cpu), runs[0] if runs else None)
+    run = for_cpu(MEASURED.get(family, ()), cpu)
     if run is None:
         return MathPlan(("float32",) * len(BUCKETS), f"no measurement for the {family} family: the exact weights; "
                         f"{MATH_ENV}=mixed, mixed16 or int8 to try the integer kernels")
@@ -265,6 +291,6 @@ def _short_of_bar(math: str) -> str:
 
 def host_gguf_math(family: str) -> MathPlan:
     """``gguf_math`` for this process's CPU and environment. Who calls: the weight-format pass, ``sglang platform``."""
-    from sglang.host import cpu_model_name
+    from sglang.host import cpu_model
 
-    return gguf_math(family, cpu_model_name(), os.environ.get(MATH_ENV))
+    return gguf_math(family, cpu_model(), os.environ.get(MATH_ENV))
