@@ -7,7 +7,9 @@ once in-process with the default configuration (``--extra-args`` adds server fla
 and the decode steps, then replays every answer through the speculator's own rule (``ngram_worker.ngram_want``, the
 n-gram store, ``DraftState`` and ``MatchAcceptance``, the store fresh per request as the bench flushes it) and
 prices each step with ``draft_policy.verify_cost``. It prints, per workload, the verify steps, the accept length,
-the modelled decode-phase speed-up and the end-to-end one with the measured prefill added to both sides.
+the modelled decode-phase speed-up and the end-to-end one with the measured prefill added to both sides, and
+the ceiling of both on this CPU model: every draft accepted, at the draft length that earns the most under
+its verify costs (no policy beats it; where a target exceeds it, the CPU's verify rows put it out of reach).
 What it leaves out is what ``bench/speculative.py`` measures: the scheduler's work per step and the serving
 processes.
 
@@ -102,18 +104,24 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--extra-args", default="", help="server flags for the generating scheduler")
     args = ap.parse_args()
-    from sglang.srt.speculative.draft_policy import COMPUTE_KNEE
+    from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, verify_cost
 
     answers, step_s = generate(shlex.split(args.extra_args), args.max_tokens)
     k_max = min(7, COMPUTE_KNEE - 1)  # NGRAM's default 8 tokens a verify, cut by the knee at one request
-    print(f"decode step {step_s * 1e3:.2f} ms (measured); drafts per step at most {k_max}")
-    print(f"{'workload':<16} {'tokens':>7} {'verifies':>9} {'accept len':>11} {'decode x':>9} {'with prefill x':>15}")
+    # the ceiling: every draft accepted, k drafts a step for the k that earns the most tokens per decode row
+    k_top = max(range(1, k_max + 1), key=lambda k: (k + 1) / verify_cost(k + 1))
+    top = (k_top + 1) / verify_cost(k_top + 1)
+    print(f"decode step {step_s * 1e3:.2f} ms (measured); drafts per step at most {k_max}; every draft accepted, "
+          f"{k_top} a step earns the most: {top:.2f} tokens a decode row (the ceiling)")
+    print(f"{'workload':<16} {'tokens':>7} {'verifies':>9} {'accept len':>11} {'decode x':>9} {'with prefill x':>15} "
+          f"{'ceiling x':>10} {'with prefill':>13}")
     print("(tokens after each answer's first; accept len: tokens per decode step; x: plain decode steps over the replay's cost)")
     for name, runs in answers.items():
         tokens, steps, cost, verifies = replay(runs, k_max, args.max_tokens)
         prefill = sum(r[2] for r in runs) / step_s  # in decode steps
         print(f"{name:<16} {tokens:>7} {verifies:>9} {tokens / max(steps, 1):>11.2f} {tokens / max(cost, 1e-9):>8.2f}x "
-              f"{(tokens + prefill) / max(cost + prefill, 1e-9):>14.2f}x")
+              f"{(tokens + prefill) / max(cost + prefill, 1e-9):>14.2f}x {top:>9.2f}x "
+              f"{(tokens + prefill) / max(tokens / top + prefill, 1e-9):>12.2f}x")
 
 if __name__ == "__main__":
     main()
