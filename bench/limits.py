@@ -24,10 +24,11 @@ Measures, in one process:
    picks the GGUF arithmetic per batch size: float32 or int8 per layer) beside the best family's
    all-int8 and all-float32 ceilings.
 
-With ``--llama-cpp C1,C16`` (the ``llama-cpp-python`` server's tokens/s at
-concurrency 1 and 16, from one ``bench/serving.py`` run) and ``--hf-64`` (Hugging
-Face in its fastest dtype at 64 requests, from ``bench/offline.py``) it prints each
-throughput target of issue 27 beside the ceiling that bounds it.
+Last, issue 27's throughput targets beside the ceiling that bounds each: concurrency 1 at 80% of the
+bandwidth's (against the lower single-stream ceiling) always; with ``--llama-cpp C1,C16`` (the
+``llama-cpp-python`` server's tokens/s at concurrency 1 and 16, from one ``bench/serving.py`` run; C16 is the
+one a target needs) concurrency 16 at 15x; with ``--hf-64`` (Hugging Face in its fastest dtype at 64 requests,
+from ``bench/offline.py``) offline at 2x that, beside half the best family's all-int8 batch ceiling.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def default_model_cost() -> tuple[int, int, dict[str, int], dict[str, int], str]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--llama-cpp", default="", help="llama-cpp-python server tokens/s at concurrency 1,16 (one serving.py run)")
+    ap.add_argument("--llama-cpp", default="", help="llama-cpp-python server tokens/s at concurrency 1,16 (one serving.py run; the target uses 16's)")
     ap.add_argument("--hf-64", "--hf-float32-64", type=float, default=0.0,
                     help="Hugging Face tokens/s at 64 requests in its fastest dtype on this CPU (offline.py)")
     args = ap.parse_args()
@@ -167,6 +168,8 @@ def main() -> None:
     rows.append(("server c=1 >= 80% bandwidth", 0.8 / step_floor, single_cap))  # the lower single-stream ceiling
     if args.hf_64:
         rows.append(("offline 64 >= 2x HF", 2 * args.hf_64, compute_cap))
+        if peaks:
+            rows.append(("offline 64 >= 50% all-int8", 0.5 * max(p["i8"] for _, p in peaks) * 2e9 / flops, compute_cap))
     if rows:
         print(f"{'target':<30} {'needs tok/s':>11} {'ceiling':>8} {'needs/ceiling':>13}")
         for name, need, cap in rows:

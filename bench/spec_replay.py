@@ -109,8 +109,8 @@ def main() -> None:
     answers, step_s = generate(shlex.split(args.extra_args), args.max_tokens)
     k_max = min(7, COMPUTE_KNEE - 1)  # NGRAM's default 8 tokens a verify, cut by the knee at one request
     # the ceiling: every draft accepted, k drafts a step for the k that earns the most tokens per decode row
-    k_top = max(range(1, k_max + 1), key=lambda k: (k + 1) / verify_cost(k + 1))
-    top = (k_top + 1) / verify_cost(k_top + 1)
+    k_top = max(range(k_max + 1), key=lambda k: (k + 1) / verify_cost(k + 1) if k else 1.0)  # 0: plain decoding
+    top = (k_top + 1) / verify_cost(k_top + 1) if k_top else 1.0
     print(f"decode step {step_s * 1e3:.2f} ms (measured); drafts per step at most {k_max}; every draft accepted, "
           f"{k_top} a step earns the most: {top:.2f} tokens a decode row (the ceiling)")
     print(f"{'workload':<16} {'tokens':>7} {'verifies':>9} {'accept len':>11} {'decode x':>9} {'with prefill x':>15} "

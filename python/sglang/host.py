@@ -33,7 +33,9 @@ def _first_cpu(path: str) -> dict[str, str]:
         with open(path) as f:
             for line in f:
                 if not line.strip():
-                    break
+                    if fields:
+                        break  # the first processor's block ends
+                    continue
                 key, _, value = line.partition(":")
                 fields.setdefault(key.strip(), value.strip())
     except OSError:

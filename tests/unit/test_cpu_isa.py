@@ -134,15 +134,19 @@ def test_a_cpu_model_measured_itself_wins_over_another_of_its_family(monkeypatch
 def test_two_generations_of_one_model_name_are_told_apart_by_their_family_and_model(tmp_path, monkeypatch, mixed_passes):
     from sglang.host import cpu_model, cpu_model_name
 
-    def cpuinfo(family: int, model: int) -> str:  # two processors: the first one's block counts
-        block = f"processor\t: {{}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: AMD EPYC\n"
+    def cpuinfo(family: int, model: int) -> str:
+        block = "processor\t: {}\nvendor_id\t: AuthenticAMD\ncpu family\t: {}\nmodel\t\t: {}\nmodel name\t: AMD EPYC\n"
         path = tmp_path / f"cpuinfo-{family}-{model}"
-        path.write_text(block.format(0) + "\n" + block.format(1).replace(f": {model}\n", ": 99\n"))
+        # a blank line first, then two processors: the first processor's block counts
+        path.write_text("\n" + block.format(0, family, model) + "\n" + block.format(1, 17, 99))
         return str(path)
 
     zen1, zen2 = cpu_model(cpuinfo(23, 1)), cpu_model(cpuinfo(23, 49))
     assert (zen1, zen2) == ("AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)")
     assert cpu_model_name(cpuinfo(23, 1)) == "AMD EPYC"
+    unnumbered_first = tmp_path / "unnumbered-first"  # numbers only in the second block: not the first CPU's
+    unnumbered_first.write_text("processor\t: 0\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 23\nmodel\t\t: 1\n")
+    assert cpu_model(str(unnumbered_first)) == "AMD EPYC"
     bare = tmp_path / "bare"
     bare.write_text("processor\t: 0\nmodel name\t: Some CPU\n")
     assert cpu_model(str(bare)) == "Some CPU"  # no numbers listed: the bare name

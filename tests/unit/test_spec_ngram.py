@@ -259,9 +259,28 @@ def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
         assert dp.verify_costs() == vnni and dp.verify_cost(3) == dp.verify_cost(3, "avx512_vnni")
         monkeypatch.setenv("SGLANG_CPU_ISA", "avx2")  # forced down to avx2 on the same CPU
         dp._host.cache_clear()
-        assert dp.verify_costs() == dp.verify_costs("avx2", sglang.host.cpu_model())  # this CPU model's table
+        zen1 = "AMD EPYC (family 23 model 1)"  # a model with its own table, not the family's first
+        monkeypatch.setattr(sglang.host, "cpu_model", lambda: zen1)
+        dp._host.cache_clear()
+        own = next(t.rows for t in dp.VERIFY_COSTS_BY_FAMILY["avx2"] if t.cpu == zen1)
+        assert own != avx2 and dp.verify_costs() == own and dp.verify_costs(cpu=zen1) == own  # this CPU model's table
+        assert dp.verify_costs(cpu="AMD EPYC (family 23 model 49)") == avx2  # another model of the host's family
     finally:
         dp._host.cache_clear()
+
+
+def test_the_verify_costs_and_the_arithmetic_tables_name_the_same_cpu_models():
+    # a typo in a model's name would silently price its rows by the family's first table; and a CPU neither table
+    # knows takes one model's figures for both decisions
+    import re
+
+    from sglang.srt.layers.cpu_kernels.isa import MEASURED
+    from sglang.srt.speculative import draft_policy as dp
+
+    for family, runs in dp.VERIFY_COSTS_BY_FAMILY.items():
+        assert all(re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) for r in runs)
+        assert {r.cpu for r in runs} <= {m.cpu for m in MEASURED[family]}, family
+        assert runs[0].cpu == MEASURED[family][0].cpu, family
 
 
 def test_a_cpu_model_prices_verify_rows_by_its_own_table(monkeypatch):

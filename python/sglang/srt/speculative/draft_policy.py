@@ -25,7 +25,8 @@ from sglang.utils.env import env_number
 class VerifyCosts:
     """What a TARGET_VERIFY forward of ``rows`` rows costs, in decode rows, on one CPU model (``cpu``: as
     ``sglang.host.cpu_model()`` names it): (rows, cost) with rows ascending, from ``bench/spec_cost.py --rounds
-    15`` (the default model, one request with 300 cached tokens, the fastest of 15 rounds; the mean of two runs)."""
+    15`` (the default model, one request with 300 cached tokens, the fastest of 15 rounds; the mean or median of
+    several runs, docs/benchmarks.md)."""
 
     cpu: str
     rows: tuple[tuple[int, float], ...]
@@ -35,8 +36,8 @@ class VerifyCosts:
 # ``isa.for_cpu`` (the model's own, else the family's first). The extra rows' cost is the products' dot-product
 # throughput: on AVX-512 VNNI the integer kernels stream each weight block once for several rows (0.1-0.3 of a decode
 # row each, with a step from 4 to 5 rows where the int16 kernels take a second pass); on AVX2 the vpmaddubsw /
-# vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.29-0.41 of a
-# decode row on the Zen 2 EPYC, 0.37-0.53 on the Zen 1 one (its 256-bit operations run as two 128-bit halves).
+# vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.24-0.30 of a
+# decode row on average on the Zen 2 EPYC, 0.37-0.53 on the Zen 1 one (its 256-bit operations run as two 128-bit halves).
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
@@ -77,15 +78,17 @@ def _host() -> tuple[str, str]:
 
 
 def verify_costs(family: str | None = None, cpu: str | None = None) -> tuple[tuple[int, float], ...]:
-    """The (rows, cost in decode rows) table of kernel family ``family`` on CPU model ``cpu`` (``family`` None:
-    this host's family and model, as the CPU kernels pick them, ``SGLANG_CPU_ISA`` included; ``cpu`` None: the
-    family's first table), the fallback family's where the family has none."""
-    if family is None:
-        family, cpu = _host()
+    """The (rows, cost in decode rows) table of kernel family ``family`` on CPU model ``cpu``, by ``isa.for_cpu``
+    (the model's own table, else the family's first), the fallback family's where the family has none. None
+    stands for this host's family / CPU model (as the CPU kernels pick them, ``SGLANG_CPU_ISA`` included); with a
+    ``family`` given and ``cpu`` None the family's first table (a host-independent figure)."""
     from sglang.srt.layers.cpu_kernels.isa import for_cpu
 
+    if family is None:
+        family, host_cpu = _host()
+        cpu = cpu or host_cpu
     runs = VERIFY_COSTS_BY_FAMILY.get(family) or VERIFY_COSTS_BY_FAMILY[FALLBACK_FAMILY]
-    found = for_cpu(runs, cpu or runs[0].cpu)
+    found = for_cpu(runs, cpu or "")
     assert found is not None  # every family's tuple is non-empty
     return found.rows
 
@@ -102,8 +105,8 @@ def verify_cost(rows: int, family: str | None = None, cpu: str | None = None) ->
 def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None, family: str | None = None,
            cpu: str | None = None) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
-    ``verify_cost`` of ``1 + k`` rows (kernel family ``family`` on CPU model ``cpu``; None: this host's), or the
-    linear ``base_cost + row_cost * k`` where either is given."""
+    ``verify_cost`` of ``1 + k`` rows (kernel family ``family`` on CPU model ``cpu``, as ``verify_costs`` reads
+    them: both None, this host's), or the linear ``base_cost + row_cost * k`` where either is given."""
     linear = row_cost is not None or base_cost is not None
     row = VERIFY_ROW_COST if row_cost is None else row_cost
     base = VERIFY_BASE_COST if base_cost is None else base_cost

@@ -179,8 +179,8 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
                  ms={"float32": (9.4, 16.1, 96.4, 421.6), "mixed": (7.6, 14.3, 81.9, 317.0), "mixed16": (5.2, 10.6, 71.2, 284.5),
                      "int8": (5.1, 9.8, 63.6, 259.6)}),
         # the 2-core Zen 1 EPYC (family 23 model 1: 256-bit AVX2 as two 128-bit halves, half the float32 peak of
-        # the Zen 2 one at the same bandwidth), the same kernels: every step 1.7-2.2x the Zen 2 one's, compute-bound
-        # even at one row; mixed16 1.09-1.65x mixed and within 9-21% of int8 (under the quality bar): mixed16
+        # the Zen 2 one at a little less bandwidth), the same kernels: steps 1.5-2.2x the Zen 2 one's, compute-bound
+        # even at one row; mixed16 1.09-1.65x mixed and within 14-21% of int8 (under the quality bar): mixed16
         # wins every bucket here too
         Measured(cpu="AMD EPYC (family 23 model 1)",
                  command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
