@@ -43,9 +43,13 @@ def _first_cpu(path: str) -> dict[str, str]:
     return fields
 
 
+def _model_name(fields: dict[str, str]) -> str:
+    return fields.get("model name") or platform.processor() or platform.machine() or "cpu"
+
+
 def cpu_model_name(path: str = "/proc/cpuinfo") -> str:
     """The ``lscpu`` model name ("AMD EPYC"); the platform's processor or machine name if unlisted."""
-    return _first_cpu(path).get("model name") or platform.processor() or platform.machine() or "cpu"
+    return _model_name(_first_cpu(path))
 
 
 def cpu_model(path: str = "/proc/cpuinfo") -> str:
@@ -54,7 +58,7 @@ def cpu_model(path: str = "/proc/cpuinfo") -> str:
     both read "AMD EPYC" in a VM) whose kernels run at different speeds; the numbers tell them apart. The
     bare name where the file lists no numbers."""
     fields = _first_cpu(path)
-    name = fields.get("model name") or cpu_model_name(path)
+    name = _model_name(fields)
     family, model = fields.get("cpu family"), fields.get("model")
     return f"{name} (family {family} model {model})" if family and model else name
 
