@@ -81,6 +81,46 @@ def test_prefix_cache_hits_and_gives_the_same_tokens(sched, singles):
     assert a["cached"] == 0 and b["cached"] >= 16 and a["ids"] == b["ids"] == singles[0]
 
 
+def _first_batch_sizes(s: Scheduler, prompts: list[list[int]]) -> list[int]:
+    """Requests in each prefill batch while ``prompts`` are admitted (decode steps skipped)."""
+    sizes = []
+    for ids in prompts:
+        s.add_request(TokenizedGenerateReqInput(f"r{next(_rid)}", ids, {"temperature": 0, "max_new_tokens": 2, "ignore_eos": True}))
+    while s.has_work():
+        batch = s.get_next_batch_to_run()
+        if batch is None:
+            continue
+        if batch.mode.name == "EXTEND":
+            sizes.append(len(batch.reqs))
+        s.process_batch_result(batch, s.run_batch(batch))
+    s.outbox.clear()
+    return sizes
+
+
+def test_prompts_sharing_an_uncached_prefix_compute_it_once(sched, singles):
+    """The chat template's system prompt is 29 tokens, one 16-token page shared by all four prompts: the first
+    prompt is prefilled alone, the other three wait one step and read that page from the cache; with the
+    threshold at 0 all four are prefilled together, each computing it. The answers are the same either way."""
+    ids = [chat(sched, p) for p in PROMPTS]
+    assert len({tuple(i[:16]) for i in ids}) == 1 and len({tuple(i[:32]) for i in ids}) == 4
+    sched.tree.reset()
+    assert _first_batch_sizes(sched, ids) == [1, 3]
+    sched.tree.reset()
+    got = run(sched, ids)
+    assert [r["cached"] for r in got.values()] == [0, 16, 16, 16]
+    assert [r["ids"] for r in got.values()] == singles
+    sched.tree.reset()
+    was, sched.in_batch_share_min = sched.in_batch_share_min, 0
+    try:
+        assert _first_batch_sizes(sched, ids) == [4]
+        sched.tree.reset()
+        got = run(sched, ids)
+    finally:
+        sched.in_batch_share_min = was
+    assert [r["cached"] for r in got.values()] == [0, 0, 0, 0]
+    assert [r["ids"] for r in got.values()] == singles
+
+
 def test_retraction_under_kv_pressure_loses_nothing(sched, singles, caplog):
     sched.tree.reset()
     free = sched.allocator.available_pages()

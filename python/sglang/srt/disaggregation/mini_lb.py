@@ -143,8 +143,9 @@ class Router:
             try:
                 while True:
                     nxt = asyncio.ensure_future(chunks.__anext__())
+                    # once a chunk is relayed the prefill future is no longer awaited, so it is never in done
                     done, _ = await asyncio.wait({nxt} if relayed else {nxt, prefill}, return_when=asyncio.FIRST_COMPLETED)
-                    if not relayed and prefill in done and prefill.exception() is not None and nxt not in done:
+                    if prefill in done and prefill.exception() is not None and nxt not in done:
                         nxt.cancel()
                         exc = prefill.exception()
                         body_ = exc.body if isinstance(exc, SideError) else error_body(502, f"prefill: {exc}", "server_error")

@@ -40,7 +40,7 @@ from sglang.srt.managers.io_struct import (
 )
 from sglang.srt.managers.profiler import RankProfiler
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
-from sglang.srt.managers.schedule_policy import order_waiting
+from sglang.srt.managers.schedule_policy import InBatchPrefixes, in_batch_share_min, order_waiting
 from sglang.srt.managers.scheduler_faults import FaultContainment, LoopGuard
 from sglang.srt.managers.scheduler_kv import KVPages
 from sglang.srt.managers.scheduler_output import build_output, check_finished
@@ -76,6 +76,7 @@ class Scheduler(FaultContainment, KVPages):
         self.grammars = GrammarQueue(server_args.grammar_backend, self.tokenizer, runner.model_config.vocab_size)
         self.grammars.warm_up()
         self.jump_forward = not server_args.disable_jump_forward
+        self.in_batch_share_min = in_batch_share_min()
         self.live: dict[str, Req] = {}  # every admitted, unfinished request
         self.guard = LoopGuard()
         self.waiting: deque[Req] = deque()
@@ -204,9 +205,12 @@ class Scheduler(FaultContainment, KVPages):
         cands = ([self.chunked_req] if self.chunked_req else []) + order_waiting(self.waiting, sched.schedule_policy, self.tree)
         reqs, lens = [], []
         adapters = {r.lora_id for r in self.running}  # one batch's distinct adapters must fit the pool
+        shared = InBatchPrefixes(self.tree, self.in_batch_share_min)
         for req in cands:
             if len(self.running) + len(reqs) >= cap or budget <= 0:
                 break
+            if req is not self.chunked_req and not req.kv_len and shared.should_defer(self._matchable(req), req.lora_id):
+                continue  # it shares an uncached prefix with a prompt in this batch: next step it reads that from the cache
             if self.lora is not None and req.lora_id not in adapters:
                 if not self.lora.fits(adapters | {req.lora_id}):
                     if req is self.chunked_req:
@@ -222,6 +226,7 @@ class Scheduler(FaultContainment, KVPages):
             reqs.append(req)
             lens.append(n)
             budget -= n
+            shared.take(req.fill_ids[: req.kv_len + n], req.lora_id)
         if not reqs:
             return None
         for r in reqs:

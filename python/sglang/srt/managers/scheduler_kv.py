@@ -47,15 +47,21 @@ class KVPages:
         """Lock the longest cached prefix of ``req`` in its adapter's namespace (``lora_id``, minted by the server)."""
         if self.tree is None or req.kv_len or req.last_node is not None:
             return
-        upto = len(req.fill_ids) - 1  # keep one token to compute
-        if req.input_lp_from is not None and not req.output_ids:  # prompt log-probabilities need the logits from there on
-            upto = min(upto, req.input_lp_from - 1)
-        pages, node = self.tree.match_prefix(req.fill_ids[:upto], req.lora_id)
+        pages, node = self.tree.match_prefix(self._matchable(req), req.lora_id)
         self.tree.inc_lock_ref(node)
         req.last_node, req.pages, req.shared_pages = node, list(pages), len(pages)
         req.kv_len = len(pages) * self.page_size
         if not req.output_ids:
             req.cached_tokens = req.kv_len
+
+    @staticmethod
+    def _matchable(req: Req) -> list[int]:
+        """The leading tokens of ``req`` the prefix cache may serve: all but the last (one token is computed), and
+        none from the first prompt log-probability on (those need the logits)."""
+        upto = len(req.fill_ids) - 1
+        if req.input_lp_from is not None and not req.output_ids:
+            upto = min(upto, req.input_lp_from - 1)
+        return req.fill_ids[:upto]
 
     def _cache(self, req: Req) -> None:
         """Move the page-aligned computed prefix into the radix tree; keep it locked for ``req``."""
