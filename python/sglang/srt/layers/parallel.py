@@ -63,10 +63,11 @@ class ColumnParallelLinear(_KernelMixin, nn.Module):
         self.weight = nn.Parameter(torch.empty(sum(local), in_features, dtype=dtype), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(sum(local), dtype=dtype), requires_grad=False) if bias else None
 
-    def load(self, weights: list[torch.Tensor], biases: list[torch.Tensor] | None = None) -> None:
-        """``weights``: one full tensor per fused part (e.g. q, k, v); a weight already replaced by a kernel is not filled."""
+    def load(self, weights: list[torch.Tensor | None], biases: list[torch.Tensor] | None = None) -> None:
+        """``weights``: one full tensor per fused part (e.g. q, k, v); a weight already replaced by a kernel is not
+        filled (its parts may be None: the loader does not dequantize them)."""
         if not self.weight.is_meta:
-            self.weight.data.copy_(self.shard_rows(weights))
+            self.weight.data.copy_(self.shard_rows([w for w in weights if w is not None]))
         if self.bias is not None and biases is not None:
             self.bias.data.copy_(torch.cat([b[_shard(b.shape[0], self.tp_size, self.tp_rank, "bias")] for b in biases], 0))
 
@@ -87,8 +88,10 @@ class RowParallelLinear(_KernelMixin, nn.Module):
         self.tp_size, self.tp_rank = tp_size, tp_rank
         self.weight = nn.Parameter(torch.empty(out_features, in_features // tp_size, dtype=dtype), requires_grad=False)
 
-    def load(self, weight: torch.Tensor) -> None:
+    def load(self, weight: torch.Tensor | None) -> None:
+        """``weight``: the full tensor; None (not dequantized) where a kernel replaced the weight before loading."""
         if not self.weight.is_meta:  # not replaced by a kernel before loading
+            assert weight is not None
             self.weight.data.copy_(weight[:, _shard(weight.shape[1], self.tp_size, self.tp_rank, "input features")])
 
     def shard_cols(self, t: torch.Tensor, per_col: int = 1) -> torch.Tensor | None:
@@ -119,9 +122,11 @@ class VocabParallelEmbedding(nn.Module):
 
     q8: tuple[torch.Tensor, torch.Tensor] | None = None  # this shard as GGUF Q8_0 (int8 [rows, H], scale [rows, H/32])
 
-    def load(self, weight: torch.Tensor) -> None:
+    def load(self, weight: torch.Tensor | None) -> None:
+        """``weight``: the full matrix; None (not dequantized) once ``set_q8`` replaced the dense rows."""
         if self.weight.is_meta:  # rows come from quantized blocks (set_q8)
             return
+        assert weight is not None
         part = weight[self.start : self.start + self.shard_size]
         self.weight.data[: part.shape[0]].copy_(part)
 

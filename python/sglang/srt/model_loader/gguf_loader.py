@@ -46,15 +46,16 @@ def _unpermute(w: Any, n_head: int) -> Any:
 
 
 def _field(reader: Any, key: str, default: Any = None) -> Any:
-    f = reader.fields.get(key)
-    return default if f is None else f.contents()
+    v = reader.fields.get(key)
+    return default if v is None else v
 
 
 def _open(path: Path) -> Any:
-    import gguf
+    """The parsed file (``gguf_file.GGUFFile``), once per process."""
+    from sglang.srt.model_loader.gguf_file import read_gguf_file
 
     try:
-        return gguf.GGUFReader(str(path))
+        return read_gguf_file(path)
     except Exception as exc:
         raise ModelLoadError(f"{path} is not a readable GGUF file: {exc}") from exc
 

@@ -152,13 +152,15 @@ class LlamaForCausalLM(nn.Module):
         """
         dtype = self.norm.weight.dtype
 
-        def get(name: str) -> torch.Tensor:
+        def get(name: str, into: torch.nn.Module | None = None) -> torch.Tensor | None:
+            """The tensor as ``dtype``; None (never dequantized: a GGUF's lazy tensors cost seconds) when ``into``'s
+            weight was already replaced by a kernel holding the file's blocks."""
             t = tensors.pop(name, None)
             if t is None:
                 raise ModelLoadError(f"{source}: tensor {name!r} is missing (expected for {self.config.architecture})")
-            return t.to(dtype)
+            return None if into is not None and into.weight.is_meta else t.to(dtype)
 
-        self.embed_tokens.load(get("model.embed_tokens.weight"))
+        self.embed_tokens.load(get("model.embed_tokens.weight", self.embed_tokens))
         if not self.config.tie_word_embeddings:
             self.lm_head.load(get("lm_head.weight"))
         self.norm.weight.data.copy_(get("model.norm.weight"))
@@ -168,11 +170,13 @@ class LlamaForCausalLM(nn.Module):
             layer.post_attention_layernorm.weight.data.copy_(get(p + "post_attention_layernorm.weight"))
             a = p + "self_attn."
             biases = [get(a + f"{x}_proj.bias") for x in "qkv"] if self.config.attention_bias else None
-            layer.self_attn.qkv_proj.load([get(a + f"{x}_proj.weight") for x in "qkv"], biases)
-            layer.self_attn.o_proj.load(get(a + "o_proj.weight"))
+            qkv, o = layer.self_attn.qkv_proj, layer.self_attn.o_proj
+            qkv.load([get(a + f"{x}_proj.weight", qkv) for x in "qkv"], biases)
+            o.load(get(a + "o_proj.weight", o))
             m = p + "mlp."
-            layer.mlp.gate_up_proj.load([get(m + "gate_proj.weight"), get(m + "up_proj.weight")])
-            layer.mlp.down_proj.load(get(m + "down_proj.weight"))
+            gate_up, down = layer.mlp.gate_up_proj, layer.mlp.down_proj
+            gate_up.load([get(m + "gate_proj.weight", gate_up), get(m + "up_proj.weight", gate_up)])
+            down.load(get(m + "down_proj.weight", down))
 
 
 class Qwen2ForCausalLM(LlamaForCausalLM):
