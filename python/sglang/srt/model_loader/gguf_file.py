@@ -4,7 +4,7 @@
 tokens and 49k merges is about 300k views: 6.7 s an open on the Zen 1 EPYC, and an engine opens its model's
 file in four places (the quantization decision, the weights, the tokenizer manager, the detokenizer). Here a
 string array is one loop over ``struct.unpack_from`` and a numeric array one ``numpy.frombuffer``; the parsed
-file is kept per process (keyed by path, size and modification time), so the later opens are free.
+file's metadata is kept per process (keyed by path, size and modification time), so the later opens are free.
 
 The layout (GGUF v2 and v3, little-endian): magic, version, tensor count, metadata count, the metadata
 (key, type, value; arrays as element type, count, elements), the tensor infos (name, dimensions innermost
@@ -50,7 +50,7 @@ class GGUFTensor:
 class GGUFFile:
     path: Path
     version: int
-    fields: dict[str, Any]  # decoded: str, int, float, bool, or a list of those
+    fields: dict[str, Any]  # decoded: str, int, float, bool, or a list of those; shared per process: read only
     tensors: list[GGUFTensor]
 
 
@@ -118,7 +118,16 @@ def _tensor_data(mm: Any, offset: int, ttype: Any, shape: tuple[int, ...], path:
     return np.ndarray((*outer[:-1], shape[0] // block * size), dtype=np.uint8, buffer=mm, offset=offset), n_bytes
 
 
-def _parse(path: Path) -> GGUFFile:
+@dataclass(frozen=True)
+class _Layout:
+    """What parsing finds: everything but the tensor views (those hold the file's memory map)."""
+
+    version: int
+    fields: dict[str, Any]
+    infos: tuple[tuple[str, tuple[int, ...], Any, int], ...]  # name, shape, type, absolute offset
+
+
+def _parse(path: Path) -> _Layout:
     import numpy as np
     from gguf.constants import GGMLQuantizationType
 
@@ -150,22 +159,30 @@ def _parse(path: Path) -> GGUFFile:
         infos.append((name, shape, ttype, offset))
     align = int(fields.get("general.alignment", DEFAULT_ALIGNMENT))
     start = -(-cur.pos // align) * align
-    tensors = []
-    for name, shape, ttype, offset in infos:
-        data, n_bytes = _tensor_data(mm, start + offset, ttype, shape, path, name)
-        tensors.append(GGUFTensor(name, ttype, shape, start + offset, n_bytes, data))
-    return GGUFFile(path, version, fields, tensors)
+    for name, shape, ttype, offset in infos:  # every tensor inside the file, before anyone reads one
+        _tensor_data(mm, start + offset, ttype, shape, path, name)
+    return _Layout(version, fields, tuple((n, sh, t, start + o) for n, sh, t, o in infos))
 
 
 @functools.lru_cache(maxsize=4)
-def _cached(path: str, size: int, mtime_ns: int) -> GGUFFile:
+def _cached(path: str, size: int, mtime_ns: int) -> _Layout:
     return _parse(Path(path))
 
 
 def read_gguf_file(path: Path | str) -> GGUFFile:
-    """The parsed file at ``path``: parsed once per process while its size and modification time stay the same.
+    """The file at ``path``: its metadata parsed once per process while its size and modification time stay the
+    same; the tensor views map the file afresh on each call, so the mapping goes when the caller drops them (the
+    process keeps no pages of a loaded model's file).
 
     Raises ``OSError`` when it cannot be read, :class:`GGUFFormatError` when it is not a GGUF this reader takes."""
+    import numpy as np
+
     p = Path(path).resolve()
     st = os.stat(p)
-    return _cached(str(p), st.st_size, st.st_mtime_ns)
+    layout = _cached(str(p), st.st_size, st.st_mtime_ns)
+    mm = np.memmap(p, mode="r")
+    tensors = []
+    for name, shape, ttype, offset in layout.infos:
+        data, n_bytes = _tensor_data(mm, offset, ttype, shape, p, name)
+        tensors.append(GGUFTensor(name, ttype, shape, offset, n_bytes, data))
+    return GGUFFile(p, layout.version, layout.fields, tensors)
