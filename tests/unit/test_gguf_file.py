@@ -30,6 +30,7 @@ def _write(path: Path, alignment: int | None = None) -> Path:
     w.add_tensor("f16", rng.standard_normal((2, 32)).astype(np.float16))
     vec = rng.standard_normal(7).astype(np.float32)
     w.add_tensor("vec", vec)
+    w.add_tensor("ints", np.arange(-4, 4, dtype=np.int32))
     for kind in (gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_1):
         raw = gguf.quants.quantize(rng.standard_normal((4, 64)).astype(np.float32), kind)
         w.add_tensor(kind.name.lower(), raw, raw_shape=raw.shape, raw_dtype=kind)
@@ -47,12 +48,14 @@ def test_fields_and_tensors_equal_the_gguf_packages_reader(tmp_path, alignment):
     assert {k: ref.fields[k].contents() for k in ref.fields if not k.startswith("GGUF.")} == ours.fields
     assert ours.fields["tokenizer.ggml.tokens"] == ["a", "\u0120b", "", "\u4e2d\u6587"]
     assert ours.fields["tokenizer.ggml.token_type"] == [1, 2, 3, -4] and ours.fields["some.big"] == -(2**40)
-    assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors] == ["f32", "f16", "vec", "q8_0", "q4_1"]
+    assert [t.name for t in ours.tensors] == [t.name for t in ref.tensors] == ["f32", "f16", "vec", "ints", "q8_0", "q4_1"]
     for a, b in zip(ours.tensors, ref.tensors):
         assert (a.tensor_type, a.shape, a.data_offset, a.n_bytes) == (b.tensor_type, tuple(int(x) for x in b.shape), b.data_offset, b.n_bytes)
         assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape
         assert np.array_equal(np.asarray(a.data), np.asarray(b.data))
-        assert np.array_equal(gguf.quants.dequantize(a.data, a.tensor_type), gguf.quants.dequantize(b.data, b.tensor_type))
+        if a.tensor_type.name != "I32":
+            assert np.array_equal(gguf.quants.dequantize(a.data, a.tensor_type), gguf.quants.dequantize(b.data, b.tensor_type))
+    assert ours.tensors[3].data.tolist() == list(range(-4, 4))
 
 
 def test_a_file_is_parsed_once_until_it_changes(tmp_path):
@@ -72,6 +75,11 @@ def test_files_it_cannot_read_are_refused_with_the_reason(tmp_path):
         "big.gguf": (good[:4] + (3).to_bytes(4, "big") + good[8:], "big-endian"),
         "short.gguf": (good[:200], "runs past the end"),
     }
+    aligned = bytearray(_write(tmp_path / "a64.gguf", alignment=64).read_bytes())
+    at = aligned.index(b"general.alignment") + len(b"general.alignment") + 4  # past the key and its value type
+    assert int.from_bytes(aligned[at : at + 4], "little") == 64
+    aligned[at : at + 4] = (12).to_bytes(4, "little")  # the gguf package's writer refuses to write this
+    cases["align.gguf"] = (bytes(aligned), "not a positive multiple of 8")
     for name, (data, why) in cases.items():
         p = tmp_path / name
         p.write_bytes(data)

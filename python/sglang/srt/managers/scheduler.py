@@ -205,7 +205,9 @@ class Scheduler(FaultContainment, KVPages):
         cands = ([self.chunked_req] if self.chunked_req else []) + order_waiting(self.waiting, sched.schedule_policy, self.tree)
         reqs, lens = [], []
         adapters = {r.lora_id for r in self.running}  # one batch's distinct adapters must fit the pool
-        shared = InBatchPrefixes(self.tree, self.in_batch_share_min)
+        # a disaggregated prefill server caches a prompt only once its KV has gone to the decode side, so a deferred
+        # request would find nothing new next step: no deferral there
+        shared = InBatchPrefixes(self.tree, self.in_batch_share_min if self.disagg is None else 0)
         for req in cands:
             if len(self.running) + len(reqs) >= cap or budget <= 0:
                 break

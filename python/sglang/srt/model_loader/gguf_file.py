@@ -4,13 +4,13 @@
 tokens and 49k merges is about 300k views: 6.7 s an open on the Zen 1 EPYC, and an engine opens its model's
 file in four places (the quantization decision, the weights, the tokenizer manager, the detokenizer). Here a
 string array is one loop over ``struct.unpack_from`` and a numeric array one ``numpy.frombuffer``; the parsed
-file's metadata is kept per process (keyed by path, size and modification time), so the later opens are free.
+file's metadata is kept per process (keyed by path, size, modification time, inode and change time), so the later opens are free.
 
 The layout (GGUF v2 and v3, little-endian): magic, version, tensor count, metadata count, the metadata
 (key, type, value; arrays as element type, count, elements), the tensor infos (name, dimensions innermost
 first, type, offset), then the tensor data from the next multiple of ``general.alignment`` (default 32).
-Tensor ``data`` is what ``gguf.GGUFReader`` gives: F32/F16 as those dtypes shaped outermost first, any other
-type as its raw bytes (uint8, the innermost dimension in bytes), which ``gguf.quants.dequantize`` reads.
+Tensor ``data`` is what ``gguf.GGUFReader`` gives: F32/F16/F64/I8/I16/I32/I64 as those dtypes shaped outermost
+first, any other type as its raw bytes (uint8, the innermost dimension in bytes), which ``gguf.quants.dequantize`` reads.
 """
 
 from __future__ import annotations
@@ -112,9 +112,11 @@ def _tensor_data(mm: Any, offset: int, ttype: Any, shape: tuple[int, ...], path:
     n_bytes = int(np.prod(shape, dtype=np.int64)) // block * size
     if offset + n_bytes > len(mm):
         raise GGUFFormatError(f"{path}: tensor {name!r} ({n_bytes} bytes at {offset}) runs past the end of the file")
-    if ttype in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        dt = np.float32 if ttype == GGMLQuantizationType.F32 else np.float16
-        return np.ndarray(outer, dtype=dt, buffer=mm, offset=offset), n_bytes
+    typed = {GGMLQuantizationType.F32: np.float32, GGMLQuantizationType.F16: np.float16, GGMLQuantizationType.F64: np.float64,
+             GGMLQuantizationType.I8: np.int8, GGMLQuantizationType.I16: np.int16, GGMLQuantizationType.I32: np.int32,
+             GGMLQuantizationType.I64: np.int64}
+    if ttype in typed:
+        return np.ndarray(outer, dtype=typed[ttype], buffer=mm, offset=offset), n_bytes
     return np.ndarray((*outer[:-1], shape[0] // block * size), dtype=np.uint8, buffer=mm, offset=offset), n_bytes
 
 
@@ -145,11 +147,15 @@ def _parse(path: Path) -> _Layout:
     fields: dict[str, Any] = {}
     for _ in range(n_kv):
         key = cur.string()
+        if key in fields:
+            raise GGUFFormatError(f"{path}: metadata key {key!r} appears twice")
         fields[key] = cur.value(cur.scalar("I"))
     infos = []
     for _ in range(n_tensors):
         name = cur.string()
         n_dims = cur.scalar("I")
+        if not 1 <= n_dims <= 4:
+            raise GGUFFormatError(f"{path}: tensor {name!r} has {n_dims} dimensions (GGUF tensors have 1 to 4)")
         shape = tuple(cur.scalar("Q") for _ in range(n_dims))
         raw_type, offset = cur.scalar("I"), cur.scalar("Q")
         try:
@@ -157,7 +163,9 @@ def _parse(path: Path) -> _Layout:
         except ValueError:
             raise GGUFFormatError(f"{path}: tensor {name!r} has an unknown type {raw_type}") from None
         infos.append((name, shape, ttype, offset))
-    align = int(fields.get("general.alignment", DEFAULT_ALIGNMENT))
+    align = fields.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(align, int) or align <= 0 or align % 8:
+        raise GGUFFormatError(f"{path}: general.alignment {align!r} is not a positive multiple of 8")
     start = -(-cur.pos // align) * align
     for name, shape, ttype, offset in infos:  # every tensor inside the file, before anyone reads one
         _tensor_data(mm, start + offset, ttype, shape, path, name)
@@ -165,13 +173,13 @@ def _parse(path: Path) -> _Layout:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached(path: str, size: int, mtime_ns: int) -> _Layout:
+def _cached(path: str, size: int, mtime_ns: int, ino: int, ctime_ns: int) -> _Layout:
     return _parse(Path(path))
 
 
 def read_gguf_file(path: Path | str) -> GGUFFile:
-    """The file at ``path``: its metadata parsed once per process while its size and modification time stay the
-    same; the tensor views map the file afresh on each call, so the mapping goes when the caller drops them (the
+    """The file at ``path``: its metadata parsed once per process while its size, modification time, inode and change
+    time stay the same; the tensor views map the file afresh on each call, so the mapping goes when the caller drops them (the
     process keeps no pages of a loaded model's file).
 
     Raises ``OSError`` when it cannot be read, :class:`GGUFFormatError` when it is not a GGUF this reader takes."""
@@ -179,7 +187,8 @@ def read_gguf_file(path: Path | str) -> GGUFFile:
 
     p = Path(path).resolve()
     st = os.stat(p)
-    layout = _cached(str(p), st.st_size, st.st_mtime_ns)
+    # the inode and change time too: a copy that keeps size and mtime (cp -p, rsync -t) is another file
+    layout = _cached(str(p), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     mm = np.memmap(p, mode="r")
     tensors = []
     for name, shape, ttype, offset in layout.infos:
