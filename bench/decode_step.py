@@ -4,6 +4,8 @@ Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization aut
      .venv/bin/python bench/decode_step.py --maths float32,int8   (the fused step on each GGUF arithmetic, alternating)
      .venv/bin/python bench/decode_step.py --maths float32,mixed,int8 --batches 1,4,32,128   (one batch per bucket of
          ``cpu_kernels/isa.py``'s BUCKETS: also prints the run as an ``isa.MEASURED`` entry and what it picks)
+     .venv/bin/python bench/decode_step.py --prefetch 0,512,1024,2048,4096 --batches 1   (the default's fused step at
+         each one-row weight prefetch distance, alternating: what ``isa.WEIGHT_PREFETCH`` holds per CPU model)
 
 Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
 its own, interleaved as requests that decode in step leave them (request i's
@@ -34,9 +36,12 @@ def main() -> None:
     ap.add_argument("--best", action="store_true", help="with --maths: the fastest of the alternating steps, not the median "
                     "(on a machine other processes share, the steps they did not slow)")
     ap.add_argument("--maths", default="", help="A,B: fused steps on each SGLANG_CPU_GGUF_MATH, alternating, instead of eager vs fused")
+    ap.add_argument("--prefetch", default="", help="D1,D2: the fused step at each one-row weight prefetch distance (bytes, 0: off), alternating")
     args = ap.parse_args()
     if args.maths:
         return compare_maths(args)
+    if args.prefetch:
+        return compare_prefetch(args)
     os.environ["SGLANG_QUIET_LOAD"] = "1"
     from inproc_scheduler import scheduler  # bench/ is the script's directory
     from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
@@ -117,6 +122,49 @@ def compare_maths(args: argparse.Namespace) -> None:
             for m in maths:
                 table[m].append(round(med[m], 1))
     print_measured(batches, table, args)
+
+
+def compare_prefetch(args: argparse.Namespace) -> None:
+    """The default's fused step at each weight prefetch distance (``set_weight_prefetch``, process-wide), alternating
+    in one process; a distance is worth taking where it beats 0 by more than ``isa.MARGIN``."""
+    os.environ["SGLANG_QUIET_LOAD"] = "1"
+    from inproc_scheduler import scheduler  # bench/ is the script's directory
+    from sglang.srt.layers.cpu_kernels import load_decode_kernels
+    from sglang.srt.layers.cpu_kernels.isa import MARGIN
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode, ModelWorkerBatch
+
+    batches = [int(b) for b in args.batches.split(",")]
+    dists = [int(d) for d in args.prefetch.split(",")]
+    ps, ppr = args.page_size, -(-(args.prefix + 1) // args.page_size)
+    runner = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
+                       max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
+    kernels, was = load_decode_kernels(), load_decode_kernels().weight_prefetch()
+    print(f"one fused decode step, {runner.weight_format.summary()}, {args.prefix} cached tokens per request, {os.cpu_count()} cores, "
+          f"median (best) of 45, the distances alternating")
+    print(f"{'batch':>5} " + " ".join(f"{d:>17}" for d in dists))
+    try:
+        for n, b in enumerate([batches[0], *batches]):  # the first not printed: a process's first steps run slow
+            pages = [[1 + j * b + i for j in range(ppr)] for i in range(b)]
+            fb = runner.build_forward_batch(ModelWorkerBatch(ForwardMode.DECODE, [[5]] * b, [args.prefix] * b, pages, [None] * b))
+            times: dict[int, list[float]] = {d: [] for d in dists}
+            with torch.inference_mode():
+                for i in range(48 if n else 6):
+                    for d in dists:
+                        kernels.set_weight_prefetch(d)
+                        t0 = time.perf_counter()
+                        runner.fused_decode.run(fb)
+                        if i >= 3:
+                            times[d].append(time.perf_counter() - t0)
+            if n:
+                med = {d: statistics.median(t) * 1e3 for d, t in times.items()}
+                print(f"{b:>5} " + " ".join(f"{med[d]:>7.2f} ({min(times[d]) * 1e3:>5.2f}) ms" for d in dists))
+                if 0 in med:
+                    best = min(med, key=med.__getitem__)
+                    worth = best != 0 and med[0] > MARGIN * med[best]
+                    print(f"      fastest {best} bytes, {med[0] / med[best]:.2f}x off: "
+                          f"{'worth taking' if worth else f'within {MARGIN:g}x of off, not worth it'}")
+    finally:
+        kernels.set_weight_prefetch(was)
 
 
 def print_measured(batches: list[int], table: dict[str, list[float]], args: argparse.Namespace) -> None:

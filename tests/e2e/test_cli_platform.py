@@ -58,9 +58,16 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     assert data["cpu_kernel_family"]["gguf_math"] == plan and f"GGUF kernels (float32 models): {plan}" in proc.stdout
     kv = auto_kv_dtype(gguf_math(family, cpu_model(), None))
     assert data["cpu_kernel_family"]["kv_cache_dtype_auto"] == kv and f"--kv-cache-dtype auto (float32 models on GGUF blocks): {kv}" in proc.stdout
-    forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed"})
+    from sglang.srt.layers.cpu_kernels.isa import format_prefetch, weight_prefetch
+
+    pf = format_prefetch(weight_prefetch(family, cpu_model(), None))
+    assert data["cpu_kernel_family"]["weight_prefetch"] == pf and f"one-row weight prefetch of the integer GGUF kernels: {pf}" in proc.stdout
+    forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed", "SGLANG_CPU_WEIGHT_PREFETCH": "512"})
     assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout
     assert "GGUF kernels (float32 models): mixed math (forced by SGLANG_CPU_GGUF_MATH)" in forced.stdout
+    assert "weight prefetch of the integer GGUF kernels: 512 bytes ahead (forced by SGLANG_CPU_WEIGHT_PREFETCH)" in forced.stdout
+    bad = _run(["platform"], {**env, "SGLANG_CPU_WEIGHT_PREFETCH": "far"})
+    assert bad.returncode == 0 and "weight prefetch of the integer GGUF kernels: refused: SGLANG_CPU_WEIGHT_PREFETCH='far'" in bad.stdout
     assert data["platform"]["rule"] == "fallback: SGLANG_USE_CPU_ENGINE=1"
     assert data["plugins"][0]["status"] == "loaded"
 

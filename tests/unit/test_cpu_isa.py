@@ -227,3 +227,41 @@ def test_the_kv_cache_is_bfloat16_under_auto_exactly_when_some_bucket_quantizes_
     assert auto_kv_dtype(MathPlan(("mixed",) * 4, "fast")) == "bfloat16"
     assert auto_kv_dtype(MathPlan(("float32", "mixed", "mixed", "float32"), "by size")) == "bfloat16"
     assert auto_kv_dtype(gguf_math("avx2", "AMD EPYC", "float32")) == "float32"
+
+
+ZEN1, ZEN2 = "AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)"
+
+
+def test_the_one_row_weight_prefetch_follows_the_cpu_models_own_measurement():
+    from sglang.srt.layers.cpu_kernels.isa import format_prefetch, weight_prefetch
+
+    assert weight_prefetch("avx2", ZEN1, None) == (2048, "measured on this CPU; SGLANG_CPU_WEIGHT_PREFETCH=0 turns it off, =N sets N bytes")
+    assert weight_prefetch("avx2", ZEN2, "auto")[0] == 0  # bandwidth-bound at one row: prefetch bought nothing
+    # a model not measured takes its family's first run, and says whose
+    n, why = weight_prefetch("avx2", "Intel Xeon (family 6 model 85)", None)
+    assert n == 0 and why.startswith(f"measured on {ZEN2}, the same family")
+    assert weight_prefetch("avx512_vnni", ZEN1, None) == (0, "not measured for the avx512_vnni family; SGLANG_CPU_WEIGHT_PREFETCH=2048 tries it")
+    assert format_prefetch(weight_prefetch("avx2", ZEN1, None)).startswith("2048 bytes ahead (measured on this CPU")
+    assert format_prefetch(weight_prefetch("avx2", ZEN2, None)).startswith("off (")
+
+
+def test_a_forced_weight_prefetch_is_taken_and_a_malformed_one_names_the_variable():
+    from sglang.srt.layers.cpu_kernels.isa import weight_prefetch
+
+    assert weight_prefetch("avx2", ZEN2, " 1024 ") == (1024, "forced by SGLANG_CPU_WEIGHT_PREFETCH")
+    assert weight_prefetch("avx2", ZEN1, "0")[0] == 0
+    assert weight_prefetch("avx512_vnni", ZEN1, "65536")[0] == 65536
+    for bad in ("on", "100", "-64", "65600", "2k"):
+        with pytest.raises(ValueError, match=f"SGLANG_CPU_WEIGHT_PREFETCH={bad!r}: use auto, 0 .off. or bytes ahead, a multiple of 64 up to 65536"):
+            weight_prefetch("avx2", ZEN1, bad)
+    assert weight_prefetch("avx2", ZEN1, "") == weight_prefetch("avx2", ZEN1, None)  # empty is auto, as unset
+
+
+def test_the_shipped_prefetch_table_names_each_cpu_model_once_within_the_kernels_bounds():
+    import re
+
+    for family, runs in isa.WEIGHT_PREFETCH.items():
+        assert family in FAMILIES and len({r.cpu for r in runs}) == len(runs)
+        for r in runs:
+            assert re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) and 0 <= r.bytes <= isa.PREFETCH_MAX and r.bytes % 64 == 0
+            assert r.command.startswith("bench/decode_step.py --prefetch ")

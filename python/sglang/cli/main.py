@@ -52,6 +52,8 @@ def _cmd_platform(args: argparse.Namespace) -> int:
             print(f"GGUF kernels (float32 models): {kernels['gguf_math']}")
             if kernels.get("kv_cache_dtype_auto"):
                 print(f"KV cache under --kv-cache-dtype auto (float32 models on GGUF blocks): {kernels['kv_cache_dtype_auto']}")
+        if kernels.get("weight_prefetch"):
+            print(f"one-row weight prefetch of the integer GGUF kernels: {kernels['weight_prefetch']}")
     print(format_plugin_report())
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
@@ -63,7 +65,14 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 def _cpu_kernel_family() -> dict[str, Any]:
     """The kernel family the CPU kernels would be built for here and why, and the GGUF arithmetic per batch size
     (``cpu_kernels/isa.py``; stdlib only)."""
-    from sglang.srt.layers.cpu_kernels.isa import IsaError, auto_kv_dtype, host_choice, host_gguf_math
+    from sglang.srt.layers.cpu_kernels.isa import (
+        IsaError,
+        auto_kv_dtype,
+        format_prefetch,
+        host_choice,
+        host_gguf_math,
+        host_weight_prefetch,
+    )
 
     try:
         choice = host_choice()
@@ -73,7 +82,12 @@ def _cpu_kernel_family() -> dict[str, Any]:
         plan = host_gguf_math(choice.family.name)
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
         return {"family": choice.family.name, "reason": choice.reason, "gguf_math": f"refused: {e}"}
-    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan)}
+    try:
+        prefetch = format_prefetch(host_weight_prefetch(choice.family.name))
+    except ValueError as e:  # a malformed SGLANG_CPU_WEIGHT_PREFETCH, likewise
+        prefetch = f"refused: {e}"
+    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan),
+            "weight_prefetch": prefetch}
 
 
 def build_parser() -> argparse.ArgumentParser:

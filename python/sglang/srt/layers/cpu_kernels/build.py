@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, host_choice
+from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, format_prefetch, host_choice, host_weight_prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,8 @@ def load_decode_kernels(family: str | None = None) -> ModuleType:
         family = choice.family.name
         if family not in _logged:
             _logged.add(family)
-            logger.info("CPU kernel family: %s", choice.format())
+            logger.info("CPU kernel family: %s; one-row weight prefetch %s", choice.format(),
+                        format_prefetch(host_weight_prefetch(family)))
     return _load(family)
 
 
@@ -190,4 +191,6 @@ def _load(family: str) -> ModuleType:
     except ImportError as e:
         raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
     module.FAMILY = family
+    # ValueError (a malformed SGLANG_CPU_WEIGHT_PREFETCH, named) is left to abort start-up
+    module.set_weight_prefetch(host_weight_prefetch(family)[0])
     return module

@@ -270,6 +270,63 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
                     f"{QUALITY_BAR:g}% at every batch size); {MATH_ENV}=float32 keeps the exact weights")
 
 
+PREFETCH_ENV = "SGLANG_CPU_WEIGHT_PREFETCH"
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    """How far ahead of the weight block it multiplies (bytes; 0: not at all) a one-row integer product asks for
+    its weights on one CPU model, as ``command`` measured it (a distance is taken only where it beats none by more
+    than ``MARGIN``)."""
+
+    cpu: str
+    bytes: int
+    command: str
+
+
+# Per family, the one-row weight prefetch of each CPU model measured (``for_cpu`` picks, as for MEASURED). Where
+# the one-row products are compute-bound (Zen 1 runs 256-bit integer multiplies as two halves on one port) the
+# hardware prefetcher leaves the DRAM reads and the arithmetic mostly unoverlapped; where the bandwidth binds
+# (Zen 2) 512-2048 bytes ahead bought nothing (docs/benchmarks.md, "Tried and dropped"). Batches of 2+ rows are
+# compute-bound everywhere: neutral there, so never prefetched.
+WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
+    "avx2": (
+        Prefetch("AMD EPYC (family 23 model 49)", 0, "bench/decode_step.py --prefetch 0,512,1024,2048 --batches 1"),
+        # one-row steps 9.2 -> 7.9-8.3 ms (medians of 22-47, 1.11-1.16x); 1536-4096 bytes alike, 512 short of them
+        Prefetch("AMD EPYC (family 23 model 1)", 2048, "bench/decode_step.py --prefetch 0,512,1024,2048,4096 --batches 1"),
+    ),
+}
+PREFETCH_MAX = 65536  # the kernel's own bound (set_weight_prefetch)
+
+
+def weight_prefetch(family: str, cpu: str, forced: str | None) -> tuple[int, str]:
+    """(bytes ahead, why) for one-row integer products of kernel family ``family`` on CPU model ``cpu``;
+    ``forced`` is ``SGLANG_CPU_WEIGHT_PREFETCH`` (None/``auto``: the measured table). Raises ``ValueError``
+    naming the variable."""
+    forced = (forced or "auto").strip().lower()
+    if forced != "auto":
+        if not forced.isdigit() or int(forced) % 64 or int(forced) > PREFETCH_MAX:
+            raise ValueError(f"{PREFETCH_ENV}={forced!r}: use auto, 0 (off) or bytes ahead, a multiple of 64 up to {PREFETCH_MAX}")
+        return int(forced), f"forced by {PREFETCH_ENV}"
+    run = for_cpu(WEIGHT_PREFETCH.get(family, ()), cpu)
+    if run is None:
+        return 0, f"not measured for the {family} family; {PREFETCH_ENV}=2048 tries it"
+    where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
+    return run.bytes, f"measured on {where}; {PREFETCH_ENV}=0 turns it off, =N sets N bytes"
+
+
+def host_weight_prefetch(family: str) -> tuple[int, str]:
+    """``weight_prefetch`` for this process's CPU and environment. Who calls: the kernel loader, ``sglang platform``."""
+    from sglang.host import cpu_model
+
+    return weight_prefetch(family, cpu_model(), os.environ.get(PREFETCH_ENV))
+
+
+def format_prefetch(setting: tuple[int, str]) -> str:
+    n, why = setting
+    return f"{'off' if n == 0 else f'{n} bytes ahead'} ({why})"
+
+
 def auto_kv_dtype(plan: MathPlan) -> str:
     """The KV cache's dtype under ``--kv-cache-dtype auto`` for a float32 model computing on the GGUF's blocks under
     ``plan``: ``bfloat16`` (half the bytes decode attention reads, which at 16-64 requests outgrow the weights)

@@ -370,6 +370,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T",
         py::call_guard<py::gil_scoped_release>());
+  m.def("set_weight_prefetch", [](int64_t bytes) {
+        TORCH_CHECK(bytes >= 0 && bytes <= 65536 && bytes % 64 == 0, "the weight prefetch distance is 0..65536 bytes, a multiple of 64, got ", bytes);
+        g_weight_prefetch = bytes;
+      }, "how far ahead (bytes, 0: off) one-row integer products prefetch their weights; process-wide", py::arg("bytes"));
+  m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
   m.attr("ISA_FAMILY") = isa::kFamily;
   m.attr("INT8_MAX_ROWS") = isa::kMaxRows;
   m.def("q4_linear_i8", &q4_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q4 weight repacked in 8-row groups, N outputs",

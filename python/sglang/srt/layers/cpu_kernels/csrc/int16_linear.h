@@ -69,6 +69,7 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
   for (int m = 0; m < M; ++m) acc[m] = macc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wg + b * F::kBytes;
+    prefetch_weights<M, F::kBytes>(wb);
     __m256i sa[M], sc[M];  // two int32 chains per row of x (the pairs' halves)
     for (int m = 0; m < M; ++m) sa[m] = sc[m] = _mm256_setzero_si256();
     for (int i = 0; i < 8; ++i) {
@@ -98,6 +99,7 @@ void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, c
   for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wg + b * F::kBytes;
+    prefetch_weights<M, F::kBytes>(wb);
     __m256i s[M];
     for (int i = 0; i < 8; ++i) {
       __m256i a, c;

@@ -143,6 +143,7 @@ void i8_group(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const fl
   __m256 acc[M], macc[M];
   for (int m = 0; m < M; ++m) acc[m] = macc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    prefetch_weights<M, F::kBytes>(wg + b * F::kBytes);
     __m256i w[8];
     F::unpack(wg + b * F::kBytes, w);
     const uint16_t* s = smg + b * (F::kMin ? 16 : 8);
@@ -181,6 +182,7 @@ void i8_group_lean(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, con
   for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wg + b * F::kBytes;
+    prefetch_weights<M, F::kBytes>(wb);
     const int8_t* xb = xq + b * 32;
     __m256i s[M];
     if constexpr (F::kMin) {

@@ -47,6 +47,20 @@ inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, kLocality);
 }
+// How far ahead of the weight block it is multiplying a one-row integer product asks for the weights (bytes;
+// 0: not at all), set once per process (set_weight_prefetch, from isa.weight_prefetch): on a core whose
+// one-row products are compute-bound (Zen 1) the hardware prefetcher alone leaves the DRAM reads and the
+// arithmetic mostly unoverlapped; where the bandwidth binds (Zen 2) the extra instructions bought nothing.
+inline int64_t g_weight_prefetch = 0;
+
+// the cache lines of the kBytes-byte weight block g_weight_prefetch bytes past p, for one row of x (M == 1)
+template <int M, int64_t kBytes>
+inline void prefetch_weights(const uint8_t* p) {
+  if constexpr (M == 1) {
+    if (g_weight_prefetch > 0) prefetch(p + g_weight_prefetch, kBytes);
+  }
+}
+
 // The packed float32 products below work on 8 floats at a time: one AVX2
 // register. GCC 12 lowers 64-byte vector code on an AVX2-only CPU through the
 // stack (splats as 16 scalar stores, accumulators moved via general
