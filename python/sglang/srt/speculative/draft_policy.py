@@ -37,7 +37,8 @@ class VerifyCosts:
 # throughput: on AVX-512 VNNI the integer kernels stream each weight block once for several rows (0.1-0.3 of a decode
 # row each, with a step from 4 to 5 rows where the int16 kernels take a second pass); on AVX2 the vpmaddubsw /
 # vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.24-0.30 of a
-# decode row on average on the Zen 2 EPYC, 0.37-0.53 on the Zen 1 one (its 256-bit operations run as two 128-bit halves).
+# decode row on average on the Zen 2 EPYC, 0.53-0.58 on the Zen 1 one (its 256-bit operations run as two
+# 128-bit halves; 0.37-0.53 before its one-row weight prefetch made the decode row faster).
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
@@ -47,7 +48,7 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
         VerifyCosts("AMD EPYC (family 23 model 49)", (
             (1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49))),
         VerifyCosts("AMD EPYC (family 23 model 1)", (
-            (1, 1.09), (2, 1.46), (3, 1.98), (4, 2.42), (5, 2.91), (6, 3.57), (8, 4.60), (10, 5.86), (12, 6.67), (16, 8.69))),
+            (1, 1.07), (2, 1.56), (3, 2.17), (4, 2.65), (5, 3.32), (6, 3.87), (8, 5.13), (10, 6.40), (12, 7.41), (16, 9.88))),
     ),
 }
 # a family with no table of its own (none built now), or a host without one: the avx2 family's tables
