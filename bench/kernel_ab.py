@@ -24,13 +24,15 @@ from types import ModuleType
 
 
 def _load(source: Path, tag: str) -> ModuleType:
-    from sglang.srt.layers.cpu_kernels.build import build
+    from sglang.srt.layers.cpu_kernels.build import apply_weight_prefetch, build
 
     so = build(source, f"sglang_kernel_ab_{tag}")  # the module name is the file stem, so the two differ
     spec = importlib.util.spec_from_file_location(so.name.split(".")[0], so)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if hasattr(mod, "set_weight_prefetch"):  # as the engine loads it (a source before the prefetch lacks it)
+        apply_weight_prefetch(mod, mod.ISA_FAMILY)
     return mod
 
 

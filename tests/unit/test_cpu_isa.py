@@ -251,7 +251,7 @@ def test_a_forced_weight_prefetch_is_taken_and_a_malformed_one_names_the_variabl
     assert weight_prefetch("avx2", ZEN2, " 1024 ") == (1024, "forced by SGLANG_CPU_WEIGHT_PREFETCH")
     assert weight_prefetch("avx2", ZEN1, "0")[0] == 0
     assert weight_prefetch("avx512_vnni", ZEN1, "65536")[0] == 65536
-    for bad in ("on", "100", "-64", "65600", "2k"):
+    for bad in ("on", "100", "-64", "65600", "2k", "\u00b2"):
         with pytest.raises(ValueError, match=f"SGLANG_CPU_WEIGHT_PREFETCH={bad!r}: use auto, 0 .off. or bytes ahead, a multiple of 64 up to 65536"):
             weight_prefetch("avx2", ZEN1, bad)
     assert weight_prefetch("avx2", ZEN1, "") == weight_prefetch("avx2", ZEN1, None)  # empty is auto, as unset
@@ -264,4 +264,4 @@ def test_the_shipped_prefetch_table_names_each_cpu_model_once_within_the_kernels
         assert family in FAMILIES and len({r.cpu for r in runs}) == len(runs)
         for r in runs:
             assert re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) and 0 <= r.bytes <= isa.PREFETCH_MAX and r.bytes % 64 == 0
-            assert r.command.startswith("bench/decode_step.py --prefetch ")
+            assert r.command  # what measured it

@@ -63,8 +63,8 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 
 
 def _cpu_kernel_family() -> dict[str, Any]:
-    """The kernel family the CPU kernels would be built for here and why, and the GGUF arithmetic per batch size
-    (``cpu_kernels/isa.py``; stdlib only)."""
+    """The kernel family the CPU kernels would be built for here and why, the GGUF arithmetic per batch size and the
+    one-row weight prefetch (``cpu_kernels/isa.py``; stdlib only)."""
     from sglang.srt.layers.cpu_kernels.isa import (
         IsaError,
         auto_kv_dtype,
@@ -81,11 +81,14 @@ def _cpu_kernel_family() -> dict[str, Any]:
     try:
         plan = host_gguf_math(choice.family.name)
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
-        return {"family": choice.family.name, "reason": choice.reason, "gguf_math": f"refused: {e}"}
+        plan = None
+        math = f"refused: {e}"
     try:
         prefetch = format_prefetch(host_weight_prefetch(choice.family.name))
     except ValueError as e:  # a malformed SGLANG_CPU_WEIGHT_PREFETCH, likewise
         prefetch = f"refused: {e}"
+    if plan is None:
+        return {"family": choice.family.name, "reason": choice.reason, "gguf_math": math, "weight_prefetch": prefetch}
     return {"family": choice.family.name, "reason": choice.reason, "gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan),
             "weight_prefetch": prefetch}
 

@@ -37,7 +37,7 @@ class VerifyCosts:
 # throughput: on AVX-512 VNNI the integer kernels stream each weight block once for several rows (0.1-0.3 of a decode
 # row each, with a step from 4 to 5 rows where the int16 kernels take a second pass); on AVX2 the vpmaddubsw /
 # vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.24-0.30 of a
-# decode row on average on the Zen 2 EPYC, 0.53-0.58 on the Zen 1 one (its 256-bit operations run as two
+# decode row on average on the Zen 2 EPYC, 0.49-0.59 on the Zen 1 one (its 256-bit operations run as two
 # 128-bit halves; 0.37-0.53 before its one-row weight prefetch made the decode row faster).
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.

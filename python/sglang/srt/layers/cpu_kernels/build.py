@@ -156,10 +156,11 @@ def load_decode_kernels(family: str | None = None) -> ModuleType:
     if family is None:
         choice = family_choice()
         family = choice.family.name
+        module = _load(family)
         if family not in _logged:
             _logged.add(family)
-            logger.info("CPU kernel family: %s; one-row weight prefetch %s", choice.format(),
-                        format_prefetch(host_weight_prefetch(family)))
+            logger.info("CPU kernel family: %s; one-row weight prefetch %s", choice.format(), format_prefetch(module.WEIGHT_PREFETCH))
+        return module
     return _load(family)
 
 
@@ -191,6 +192,16 @@ def _load(family: str) -> ModuleType:
     except ImportError as e:
         raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
     module.FAMILY = family
-    # ValueError (a malformed SGLANG_CPU_WEIGHT_PREFETCH, named) is left to abort start-up
-    module.set_weight_prefetch(host_weight_prefetch(family)[0])
+    apply_weight_prefetch(module, family)
     return module
+
+
+def apply_weight_prefetch(module: ModuleType, family: str) -> tuple[int, str]:
+    """Set ``module``'s one-row weight prefetch (its library's, for every caller in this process) as
+    ``isa.host_weight_prefetch`` decides for ``family`` on this CPU, and record it as ``module.WEIGHT_PREFETCH``.
+    A malformed ``SGLANG_CPU_WEIGHT_PREFETCH`` raises its ``ValueError`` (naming it), left to abort start-up.
+    Who calls: the loader, and benches that load a kernel source of their own (so they time what ships)."""
+    setting = host_weight_prefetch(family)
+    module.set_weight_prefetch(setting[0])
+    module.WEIGHT_PREFETCH = setting
+    return setting

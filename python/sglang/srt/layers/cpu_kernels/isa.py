@@ -291,8 +291,9 @@ class Prefetch:
 # compute-bound everywhere: neutral there, so never prefetched.
 WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
     "avx2": (
-        Prefetch("AMD EPYC (family 23 model 49)", 0, "bench/decode_step.py --prefetch 0,512,1024,2048 --batches 1"),
-        # one-row steps 9.2 -> 7.9-8.3 ms (medians of 22-47, 1.11-1.16x); 1536-4096 bytes alike, 512 short of them
+        Prefetch("AMD EPYC (family 23 model 49)", 0, "hand-written prefetch 512-2048 bytes ahead in the one-row products "
+                 "(8fd426a), timed against none: no gain; not re-measured with bench/decode_step.py --prefetch"),
+        # one-row steps 1.09-1.18x in four alternating runs; 1024-8192 bytes alike, 512 alike in one sweep, short in another
         Prefetch("AMD EPYC (family 23 model 1)", 2048, "bench/decode_step.py --prefetch 0,512,1024,2048,4096 --batches 1"),
     ),
 }
@@ -305,7 +306,7 @@ def weight_prefetch(family: str, cpu: str, forced: str | None) -> tuple[int, str
     naming the variable."""
     forced = (forced or "auto").strip().lower()
     if forced != "auto":
-        if not forced.isdigit() or int(forced) % 64 or int(forced) > PREFETCH_MAX:
+        if not (forced.isascii() and forced.isdigit()) or int(forced) % 64 or int(forced) > PREFETCH_MAX:
             raise ValueError(f"{PREFETCH_ENV}={forced!r}: use auto, 0 (off) or bytes ahead, a multiple of 64 up to {PREFETCH_MAX}")
         return int(forced), f"forced by {PREFETCH_ENV}"
     run = for_cpu(WEIGHT_PREFETCH.get(family, ()), cpu)
@@ -323,6 +324,7 @@ def host_weight_prefetch(family: str) -> tuple[int, str]:
 
 
 def format_prefetch(setting: tuple[int, str]) -> str:
+    """``weight_prefetch``'s answer as the start-up log and ``sglang platform`` print it."""
     n, why = setting
     return f"{'off' if n == 0 else f'{n} bytes ahead'} ({why})"
 

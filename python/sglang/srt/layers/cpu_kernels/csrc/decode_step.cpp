@@ -373,7 +373,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_weight_prefetch", [](int64_t bytes) {
         TORCH_CHECK(bytes >= 0 && bytes <= 65536 && bytes % 64 == 0, "the weight prefetch distance is 0..65536 bytes, a multiple of 64, got ", bytes);
         g_weight_prefetch = bytes;
-      }, "how far ahead (bytes, 0: off) one-row integer products prefetch their weights; process-wide", py::arg("bytes"));
+      }, "how far ahead (bytes, 0: off) this library's one-row integer products prefetch their weights; call between kernel calls", py::arg("bytes"));
   m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
   m.attr("ISA_FAMILY") = isa::kFamily;
   m.attr("INT8_MAX_ROWS") = isa::kMaxRows;

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "isa_family.h"
+#include "vec.h"
 
 namespace {
 

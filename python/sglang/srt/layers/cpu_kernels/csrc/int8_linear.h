@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "isa_family.h"
+#include "vec.h"
 
 namespace {
 

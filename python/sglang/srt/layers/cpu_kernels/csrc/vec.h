@@ -1,6 +1,6 @@
 // Vector helpers shared by the CPU kernels: 8-float vectors (one AVX2 register),
 // bfloat16 as raw bits, widening loads, transposing lane sums. Included by
-// decode_step.cpp only (one translation unit per kernel family, see isa.py).
+// decode_step.cpp and the integer kernels' headers (one translation unit per kernel family, see isa.py).
 #pragma once
 #include <torch/extension.h>
 
@@ -48,7 +48,8 @@ inline void prefetch(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, kLocality);
 }
 // How far ahead of the weight block it is multiplying a one-row integer product asks for the weights (bytes;
-// 0: not at all), set once per process (set_weight_prefetch, from isa.weight_prefetch): on a core whose
+// 0: not at all), set for this library (one per kernel family) between calls, never while kernels run
+// (set_weight_prefetch, from isa.weight_prefetch): on a core whose
 // one-row products are compute-bound (Zen 1) the hardware prefetcher alone leaves the DRAM reads and the
 // arithmetic mostly unoverlapped; where the bandwidth binds (Zen 2) the extra instructions bought nothing.
 inline int64_t g_weight_prefetch = 0;
@@ -57,7 +58,8 @@ inline int64_t g_weight_prefetch = 0;
 template <int M, int64_t kBytes>
 inline void prefetch_weights(const uint8_t* p) {
   if constexpr (M == 1) {
-    if (g_weight_prefetch > 0) prefetch(p + g_weight_prefetch, kBytes);
+    // the address by integer arithmetic: past the weight's end it is no pointer into it (a prefetch never faults)
+    if (g_weight_prefetch > 0) prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + g_weight_prefetch), kBytes);
   }
 }
 
