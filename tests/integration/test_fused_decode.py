@@ -57,6 +57,35 @@ def test_fused_and_eager_steps_give_the_same_tokens(sched):
     assert fused[-1][:2] == fused[:2]  # batched equals single
 
 
+def test_the_plan_takes_its_inputs_from_one_kernel_call_unless_a_module_hook_must_run(sched):
+    runner = sched.tp_worker.model_runner
+    model = runner.model
+    kernel = model._inputs_kernel
+    assert kernel is not None  # the default model's float32 rows of a Q8_0 embedding
+    calls = []
+    model._inputs_kernel = lambda *a: calls.append(1) or kernel(*a)
+    try:
+        reference = generate(sched, PROMPTS[:1])
+    finally:
+        model._inputs_kernel = kernel
+    assert len(calls) == len(reference[0])  # every forward: the short prefill through the plan, then each decode step
+    seen = []
+    # a torch hook on the embedding: the step runs the module (and the hook) instead of the kernel
+    handle = model.embed_tokens.register_forward_hook(lambda mod, args, out: seen.append(args[0].tolist()))
+    try:
+        hooked = generate(sched, PROMPTS[:1])
+    finally:
+        handle.remove()
+    assert hooked == reference
+    assert len(seen) == len(reference[0])  # the prefill and every decode step ran it
+    assert all(len(ids) == 1 for ids in seen[1:])  # decode steps: one row each, through the plan
+    model._inputs_kernel = None
+    try:
+        assert generate(sched, PROMPTS[:1]) == reference  # the module's rows: the same tokens
+    finally:
+        model._inputs_kernel = kernel
+
+
 @pytest.fixture
 def renamed_backend():
     register_attention_backend("renamed_native", "helpers.attention:RenamedNativeBackend")

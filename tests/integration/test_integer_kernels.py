@@ -357,3 +357,26 @@ def test_argmax_rows_is_torch_max_indices_on_ties_nans_infinities_and_row_stride
     with pytest.raises(RuntimeError, match="float32"):
         family.argmax_rows(x.double())
 
+
+
+def test_decode_inputs_are_the_embeddings_q8_rows_and_the_rotary_rows_bit_for_bit(family):
+    from sglang.srt.layers.q4_packed import q8_rows
+
+    gen = torch.Generator().manual_seed(5)
+    vocab, hidden, n_pos, head = 50, 96, 40, 64
+    q = torch.randint(-128, 128, (vocab, hidden), dtype=torch.int8, generator=gen)
+    scale = torch.rand(vocab, hidden // 32, generator=gen) * 0.02
+    ids, pos = torch.tensor([0, 49, 7, 7]), torch.tensor([3, 0, 39, 3])
+    for dtype in (torch.float32, torch.bfloat16):  # the rotary tables are the model's dtype
+        cos, sin = torch.randn(n_pos, head, generator=gen).to(dtype), torch.randn(n_pos, head, generator=gen).to(dtype)
+        h, c, s = family.decode_inputs(q, scale, ids, cos, sin, pos)
+        assert h.dtype == torch.float32 and torch.equal(h, q8_rows(q, scale, ids, torch.float32))
+        assert c.dtype == dtype and torch.equal(c, cos[pos]) and torch.equal(s, sin[pos])
+    with pytest.raises(RuntimeError, match="token id 50 of row 1 is outside the vocabulary"):
+        family.decode_inputs(q, scale, torch.tensor([1, 50]), cos, sin, torch.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="position -1 of row 0 is outside the rotary table"):
+        family.decode_inputs(q, scale, torch.tensor([1]), cos, sin, torch.tensor([-1]))
+    with pytest.raises(RuntimeError, match="contiguous int8"):
+        family.decode_inputs(q.t(), scale, ids, cos, sin, pos)
+    with pytest.raises(RuntimeError, match="same length"):
+        family.decode_inputs(q, scale, ids, cos, sin, pos[:2])

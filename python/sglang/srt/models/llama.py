@@ -101,6 +101,10 @@ class LlamaForCausalLM(nn.Module):
         Only for one rank (no all-reduce inside the plan) and a pool whose
         per-layer buffers are ``[slots, kv_heads, head_dim]`` in the model dtype.
         """
+        e = self.embed_tokens
+        # the step's inputs in one kernel call where they are the float32 rows of a Q8_0 embedding (_plan_inputs)
+        exact = type(e) is VocabParallelEmbedding and e.q8 is not None and e.tp_size == 1 and e.weight.dtype == torch.float32
+        self._inputs_kernel = kernels.decode_inputs if exact and type(self.rotary) is RotaryEmbedding else None
         attn0 = self.layers[0].self_attn
         plan = kernels.DecodePlan(attn0.heads, attn0.kv_heads, attn0.head_dim, self.config.rms_norm_eps)
 
@@ -116,6 +120,19 @@ class LlamaForCausalLM(nn.Module):
             # the final norm and the head in the step's own parallel region where their kernels allow (run_logits)
             plan.set_head(self.norm.weight, specs(self.lm_head), self.lm_head.embedding.vocab_size)
         return plan
+
+    _inputs_kernel: Any = None  # the kernels' decode_inputs, set by build_decode_plan where it computes these bits
+
+    def _plan_inputs(self, fb: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(h float32 [T, H], cos, sin [T, D]) of a forward through the plan (decode, short prefill, verify): ``embed_tokens``
+        and the rotary tables' rows, by one kernel call unless a torch module hook on the embedding must run (then the
+        module runs)."""
+        e, kernel = self.embed_tokens, self._inputs_kernel
+        if kernel is not None and not (e._forward_hooks or e._forward_pre_hooks or nn.modules.module._global_forward_hooks
+                                       or nn.modules.module._global_forward_pre_hooks):
+            h, cos, sin = kernel(*e.q8, fb.input_ids, self.rotary.cos, self.rotary.sin, fb.positions)
+            return h, cos, sin
+        return self.embed_tokens(fb.input_ids).float(), self.rotary.cos[fb.positions], self.rotary.sin[fb.positions]
 
     def decode_plan_blockers(self) -> list[str]:
         """Why the plan would not compute what ``forward`` computes: a part replaced by a subclass."""
@@ -135,8 +152,7 @@ class LlamaForCausalLM(nn.Module):
     def forward_decode_plan(self, plan: Any, fb: Any, lora: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """The decode step through ``plan``: same inputs and logits as ``forward`` in DECODE mode.
         ``lora``: ``(row slots, module mask)``, the LoRA adapter of each row (the plan holds the pool)."""
-        h = self.embed_tokens(fb.input_ids).float()
-        cos, sin = self.rotary.cos[fb.positions], self.rotary.sin[fb.positions]
+        h, cos, sin = self._plan_inputs(fb)
         if lora is None and plan.fuses_head(h.shape[0], fb.logits_indices.numel()):
             return plan.run_logits(h, cos, sin, fb.kv_index, fb.kv_lens, fb.out_cache_loc, fb.logits_indices)
         slots, mask = lora if lora is not None else (None, None)

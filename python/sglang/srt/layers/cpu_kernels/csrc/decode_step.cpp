@@ -34,6 +34,7 @@
 #include "plan_layers.h"
 #include "team_step.h"
 #include "logits.h"
+#include "decode_inputs.h"
 
 namespace {
 
@@ -363,6 +364,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       // the step touches no Python object: other threads of the process run meanwhile
       .def("run", &DecodePlan::run, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"), py::arg("out_loc"),
            py::arg("lora_slots") = py::none(), py::arg("lora_mask") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def("decode_inputs", &decode_inputs, "(h, cos, sin) of a decode step: Q8_0 embedding rows ids dequantized to float32 "
+        "(q int8 [V, K], scale float32 [V, K/32]), rotary table rows positions", py::arg("q"), py::arg("scale"), py::arg("ids"),
+        py::arg("cos"), py::arg("sin"), py::arg("positions"));
   m.def("argmax_rows", &argmax_rows, "the index of each row's first maximum (torch.max(-1).indices), logits [R, V] float32",
         py::arg("logits"));
   m.def("lora_product", &lora_product, "y [B, out] += B[s] (A[s] x[r]) for each row r of LoRA slot s = row_slots[r] >= 0 (in place)",
