@@ -138,7 +138,8 @@ def compare_prefetch(args: argparse.Namespace) -> None:
     ps, ppr = args.page_size, -(-(args.prefix + 1) // args.page_size)
     runner = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
                        max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
-    kernels, was = load_decode_kernels(), load_decode_kernels().weight_prefetch()
+    kernels = load_decode_kernels()
+    was = kernels.weight_prefetch()
     print(f"one fused decode step, {runner.weight_format.summary()}, {args.prefix} cached tokens per request, {os.cpu_count()} cores, "
           f"median (best) of 45, the distances alternating")
     print(f"{'batch':>5} " + " ".join(f"{d:>17}" for d in dists))

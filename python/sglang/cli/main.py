@@ -78,19 +78,17 @@ def _cpu_kernel_family() -> dict[str, Any]:
         choice = host_choice()
     except IsaError as e:
         return {"family": None, "reason": str(e)}
+    out: dict[str, Any] = {"family": choice.family.name, "reason": choice.reason}
     try:
         plan = host_gguf_math(choice.family.name)
+        out |= {"gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan)}
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
-        plan = None
-        math = f"refused: {e}"
+        out["gguf_math"] = f"refused: {e}"
     try:
-        prefetch = format_prefetch(host_weight_prefetch(choice.family.name))
+        out["weight_prefetch"] = format_prefetch(host_weight_prefetch(choice.family.name))
     except ValueError as e:  # a malformed SGLANG_CPU_WEIGHT_PREFETCH, likewise
-        prefetch = f"refused: {e}"
-    if plan is None:
-        return {"family": choice.family.name, "reason": choice.reason, "gguf_math": math, "weight_prefetch": prefetch}
-    return {"family": choice.family.name, "reason": choice.reason, "gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan),
-            "weight_prefetch": prefetch}
+        out["weight_prefetch"] = f"refused: {e}"
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -288,7 +288,8 @@ class Prefetch:
 # the one-row products are compute-bound (Zen 1 runs 256-bit integer multiplies as two halves on one port) the
 # hardware prefetcher leaves the DRAM reads and the arithmetic mostly unoverlapped; where the bandwidth binds
 # (Zen 2) 512-2048 bytes ahead bought nothing (docs/benchmarks.md, "Tried and dropped"). Batches of 2+ rows are
-# compute-bound everywhere: neutral there, so never prefetched.
+# never prefetched: each weight block serves several rows' arithmetic, and prefetching at 4 and 16 rows measured
+# neutral on the Zen 1 EPYC (the only CPU model it was tried on).
 WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
     "avx2": (
         Prefetch("AMD EPYC (family 23 model 49)", 0, "hand-written prefetch 512-2048 bytes ahead in the one-row products "
