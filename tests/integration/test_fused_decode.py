@@ -78,7 +78,25 @@ def test_the_plan_takes_its_inputs_from_one_kernel_call_unless_a_module_hook_mus
         handle.remove()
     assert hooked == reference
     assert len(seen) == len(reference[0])  # the prefill and every decode step ran it
-    assert all(len(ids) == 1 for ids in seen[1:])  # decode steps: one row each, through the plan
+    assert all(len(ids) == 1 for ids in seen[1:])  # decode steps: one row each
+    assert runner.fused_decode is not None  # a torch hook is not the hook registry's: the plan stayed
+    seen.clear()
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda mod, args: seen.append(1) if mod is model.embed_tokens else None)  # a global one, on every module
+    try:
+        assert generate(sched, PROMPTS[:1]) == reference
+    finally:
+        handle.remove()
+    assert len(seen) == len(reference[0])
+    seen.clear()
+    module_forward = model.embed_tokens.forward
+    model.embed_tokens.forward = lambda ids: seen.append(1) or module_forward(ids)  # patched on the instance
+    try:
+        assert generate(sched, PROMPTS[:1]) == reference
+    finally:
+        del model.embed_tokens.forward
+    assert len(seen) == len(reference[0])
+    assert "_inputs_embedding" not in dict(model.named_modules())  # held by reference, not a second submodule
     model._inputs_kernel = None
     try:
         assert generate(sched, PROMPTS[:1]) == reference  # the module's rows: the same tokens

@@ -358,7 +358,6 @@ def test_argmax_rows_is_torch_max_indices_on_ties_nans_infinities_and_row_stride
         family.argmax_rows(x.double())
 
 
-
 def test_decode_inputs_are_the_embeddings_q8_rows_and_the_rotary_rows_bit_for_bit(family):
     from sglang.srt.layers.q4_packed import q8_rows
 
@@ -380,3 +379,5 @@ def test_decode_inputs_are_the_embeddings_q8_rows_and_the_rotary_rows_bit_for_bi
         family.decode_inputs(q.t(), scale, ids, cos, sin, pos)
     with pytest.raises(RuntimeError, match="same length"):
         family.decode_inputs(q, scale, ids, cos, sin, pos[:2])
+    with pytest.raises(RuntimeError, match="got Int"):
+        family.decode_inputs(q, scale, ids.int(), cos, sin, pos)

@@ -81,9 +81,10 @@ def _cpu_kernel_family() -> dict[str, Any]:
     out: dict[str, Any] = {"family": choice.family.name, "reason": choice.reason}
     try:
         plan = host_gguf_math(choice.family.name)
-        out |= {"gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan)}
     except ValueError as e:  # an unknown SGLANG_CPU_GGUF_MATH: said here as serving would refuse it
         out["gguf_math"] = f"refused: {e}"
+    else:
+        out |= {"gguf_math": plan.format(), "kv_cache_dtype_auto": auto_kv_dtype(plan)}
     try:
         out["weight_prefetch"] = format_prefetch(host_weight_prefetch(choice.family.name))
     except ValueError as e:  # a malformed SGLANG_CPU_WEIGHT_PREFETCH, likewise

@@ -104,7 +104,8 @@ class LlamaForCausalLM(nn.Module):
         e = self.embed_tokens
         # the step's inputs in one kernel call where they are the float32 rows of a Q8_0 embedding (_plan_inputs)
         exact = type(e) is VocabParallelEmbedding and e.q8 is not None and e.tp_size == 1 and e.weight.dtype == torch.float32
-        self._inputs_kernel = kernels.decode_inputs if exact and type(self.rotary) is RotaryEmbedding else None
+        self._inputs_kernel = kernels.decode_inputs if exact else None
+        self.__dict__["_inputs_embedding"] = e if exact else None  # a plain reference: not registered as a submodule
         attn0 = self.layers[0].self_attn
         plan = kernels.DecodePlan(attn0.heads, attn0.kv_heads, attn0.head_dim, self.config.rms_norm_eps)
 
@@ -122,14 +123,16 @@ class LlamaForCausalLM(nn.Module):
         return plan
 
     _inputs_kernel: Any = None  # the kernels' decode_inputs, set by build_decode_plan where it computes these bits
+    _inputs_embedding: Any = None  # the embedding it was set for: one swapped in (or patched) since runs as a module
 
     def _plan_inputs(self, fb: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(h float32 [T, H], cos, sin [T, D]) of a forward through the plan (decode, short prefill, verify): ``embed_tokens``
-        and the rotary tables' rows, by one kernel call unless a torch module hook on the embedding must run (then the
-        module runs)."""
+        and the rotary tables' rows, by one kernel call unless a torch module hook on the embedding must run, or the
+        embedding was replaced or its ``forward`` patched since the plan was built (then the module runs)."""
         e, kernel = self.embed_tokens, self._inputs_kernel
-        if kernel is not None and not (e._forward_hooks or e._forward_pre_hooks or nn.modules.module._global_forward_hooks
-                                       or nn.modules.module._global_forward_pre_hooks):
+        if (kernel is not None and e is self._inputs_embedding and "forward" not in e.__dict__
+                and not (e._forward_hooks or e._forward_pre_hooks or nn.modules.module._global_forward_hooks
+                         or nn.modules.module._global_forward_pre_hooks)):
             h, cos, sin = kernel(*e.q8, fb.input_ids, self.rotary.cos, self.rotary.sin, fb.positions)
             return h, cos, sin
         return self.embed_tokens(fb.input_ids).float(), self.rotary.cos[fb.positions], self.rotary.sin[fb.positions]
