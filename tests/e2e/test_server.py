@@ -200,3 +200,16 @@ def test_the_readmes_curl_answers_with_the_models_sampling_defaults(server):
     code, info = http(server, "/get_model_info")
     info = json.loads(info)
     assert info["preferred_sampling_params"] is None and info["default_sampling_params"] == {"temperature": 0.2, "top_p": 0.9}
+
+
+def test_the_http_process_serves_without_loading_torch(server):
+    """The launcher spawns its ranks through a module that imports no model code, probes for an accelerator from
+    torch's version file, and its tokenizer manager and HTTP routes need no tensors: after every request this module
+    sent (chat, completions with logprobs, streams, metrics), torch's library is still not mapped in the server's own
+    process (about 2 s of start-up and its memory), while the scheduler's is."""
+    def maps(pid: int) -> str:
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read()
+
+    assert "libtorch" not in maps(server.proc.pid)
+    assert any("libtorch" in maps(pid) for pid in server.children())  # the scheduler rank: the probe sees torch

@@ -34,7 +34,7 @@ class ServerProc:
                         return
             except OSError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"server not healthy within {timeout}s:\n{self.text()}")
 

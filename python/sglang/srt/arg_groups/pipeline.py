@@ -30,16 +30,6 @@ def probe_model_config(model_path: str) -> tuple[str | None, dict[str, Any]]:
     return archs[0], data
 
 
-def _accelerator_device() -> str | None:
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if hasattr(torch, "xpu") and torch.xpu.is_available():
-        return "xpu"
-    return None
-
-
 def select_cpu_engine_early(device: str) -> None:
     """Set ``SGLANG_USE_CPU_ENGINE=1`` for ``--device cpu``, or ``auto`` with no accelerator.
 
@@ -47,11 +37,11 @@ def select_cpu_engine_early(device: str) -> None:
     ``load_plugins()``); a no-op once it has resolved or with ``SGLANG_PLATFORM``.
     """
     from sglang.srt.platforms import is_platform_resolved
-    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, CPU_ENGINE_RULE_ENV, PLATFORM_ENV
+    from sglang.srt.platforms.selection import CPU_ENGINE_ENV, CPU_ENGINE_RULE_ENV, PLATFORM_ENV, accelerator_device
 
     if is_platform_resolved() or os.environ.get(PLATFORM_ENV, "").strip() or os.environ.get(CPU_ENGINE_ENV, "").strip():
         return  # a user's SGLANG_USE_CPU_ENGINE stands, and so does the rule that names it
-    if device == "cpu" or (device == "auto" and _accelerator_device() is None):
+    if device == "cpu" or (device == "auto" and accelerator_device() is None):
         os.environ[CPU_ENGINE_ENV] = "1"
         # the decision's rule says why, truthfully (children inherit it with the variable)
         os.environ[CPU_ENGINE_RULE_ENV] = ("--device cpu: the CPU engine" if device == "cpu"

@@ -11,6 +11,7 @@ second; children die with the engine.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import multiprocessing as mp
 import shutil
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sglang.srt.entrypoints.engine_args import Prompt, from_call
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError, rid_in_use
-from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
+from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager, load_tokenizer_and_defaults
 from sglang.utils.env import env_number
 from sglang.utils.lifecycle import Closing
 
@@ -137,12 +138,17 @@ class Engine(Closing):
 
             self._bootstrap = BootstrapServer(server_args.host, disagg.disaggregation_bootstrap_port)
         self._start_scheduler_ranks(server_args, port_args)
+        loading = None
         if server_args.node_rank == 0:
             self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
+            # the tokenizer manager's tokenizer is read while the ranks start (this thread only waits on their pipes)
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sglang-tokenizer-load")
+            loading = pool.submit(load_tokenizer_and_defaults, server_args)
+            pool.shutdown(wait=False)
         self.info = self._wait_ready()
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks
-        self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info)
+        self.tokenizer_manager = TokenizerManager(server_args, port_args, self.info, loading.result() if loading else None)
         self.tokenizer_manager.root_cause = self._wait_dead_child
         threading.Thread(target=self._watchdog, daemon=True, name="sglang-engine-watchdog").start()
 
@@ -157,20 +163,19 @@ class Engine(Closing):
         The one place that differs between launchers: here, ``spawn``ed processes on this machine;
         ``RayEngine``: Ray actors."""
         from sglang.srt.entrypoints.ranks import local_rank_specs
-        from sglang.srt.managers.scheduler import run_scheduler_process
+        from sglang.srt.managers.scheduler_process import DISAGG_SCHEDULER_ENTRY, SCHEDULER_ENTRY, rank_name, run_entry
         from sglang.srt.runtime_context import get_disagg
-
-        if get_disagg().disaggregation_mode != "null":  # the same rank, with its prefill or decode side attached
-            from sglang.srt.disaggregation.scheduler import run_disagg_scheduler_process as run_scheduler_process
-        from sglang.srt.managers.scheduler_process import rank_name
         from sglang.utils.process import free_port
+
+        # the disaggregated rank is the same one with its prefill or decode side attached
+        entry = SCHEDULER_ENTRY if get_disagg().disaggregation_mode == "null" else DISAGG_SCHEDULER_ENTRY
 
         dist = {0: port_args.dist_init}
         for spec in local_rank_specs(server_args):
             if spec.dp_rank not in dist:
                 dist[spec.dp_rank] = f"tcp://127.0.0.1:{free_port()}"
             view = port_args.replica(spec.dp_rank, dist[spec.dp_rank])
-            self.local.spawn(run_scheduler_process, (server_args, view, spec.gpu_id, spec.tp_rank),
+            self.local.spawn(run_entry, (entry, server_args, view, spec.gpu_id, spec.tp_rank),
                              f"sglang-scheduler-{rank_name(spec.tp_rank, spec.dp_rank)}", dp_rank=spec.dp_rank)
 
     def _wait_ready(self) -> dict[str, Any]:

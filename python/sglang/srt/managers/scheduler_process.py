@@ -14,12 +14,25 @@ from typing import TYPE_CHECKING, Any
 
 from sglang.plugin_core.hooks.faults import describe_fault
 from sglang.srt.managers.io_struct import EngineFatal
-from sglang.srt.managers.scheduler import Scheduler
-from sglang.srt.managers.scheduler_faults import SchedulerFatalError
-from sglang.srt.runtime_context import get_schedule
 
 if TYPE_CHECKING:
+    from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.server_args import ServerArgs
+
+# What a launcher spawns for a colocated rank and for a disaggregated one: "module:function", resolved in the child
+SCHEDULER_ENTRY = "sglang.srt.managers.scheduler:run_scheduler_process"
+DISAGG_SCHEDULER_ENTRY = "sglang.srt.disaggregation.scheduler:run_disagg_scheduler_process"
+
+
+def run_entry(entry: str, *args: Any, **kwargs: Any) -> None:
+    """The target a launcher spawns: import ``entry`` ("module:function", e.g. :data:`SCHEDULER_ENTRY`) in the child
+    and call it. This module imports no torch and no model code, so the launcher spawns its ranks without importing
+    the scheduler itself (about 2 s of start-up on a 2-core host, and the HTTP process's share of memory); the child
+    resolves the function through its module, as unpickling a reference to it did."""
+    import importlib
+
+    module, _, name = entry.partition(":")
+    getattr(importlib.import_module(module), name)(*args, **kwargs)
 
 
 def rank_name(tp_rank: int, dp_rank: int = 0) -> str:
@@ -38,9 +51,10 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
     import torch
 
+    from sglang.srt.managers.scheduler import Scheduler
     from sglang.srt.managers.scheduler_io import SchedulerIO
     from sglang.srt.plugins import load_plugins, plugin_manifest
-    from sglang.srt.runtime_context import publish
+    from sglang.srt.runtime_context import get_schedule, publish
 
     per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # what taskset/cgroups allow
@@ -75,6 +89,8 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
 def serve_scheduler(scheduler: Scheduler, io: Any) -> None:
     """Run the event loop until a fatal fault; tell the clients why, then raise ``SystemExit(1)``."""
+    from sglang.srt.managers.scheduler_faults import SchedulerFatalError
+
     try:
         scheduler.event_loop()
     except BaseException as exc:  # tell the clients why before the process goes

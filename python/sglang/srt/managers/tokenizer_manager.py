@@ -93,9 +93,12 @@ class ReqState:
 
 
 class TokenizerManager:
-    def __init__(self, server_args: ServerArgs, port_args: Any, info: dict[str, Any]) -> None:
+    def __init__(self, server_args: ServerArgs, port_args: Any, info: dict[str, Any],
+                 loaded: tuple[Any, dict[str, Any]] | None = None) -> None:
+        """``loaded``: :func:`load_tokenizer_and_defaults`'s result when the launcher read it already (while the ranks
+        started); else it is read here."""
         self.server_args = server_args  # a per-instance boundary: several engines may share a process
-        self.tokenizer, self.sampling_defaults = _load_tokenizer_and_defaults(server_args)
+        self.tokenizer, self.sampling_defaults = loaded or load_tokenizer_and_defaults(server_args)
         self.context_length = int(info["context_length"])
         self.max_total_tokens = int(info["max_total_tokens"])
         self.ctx = zmq.Context(1)
@@ -395,7 +398,7 @@ def create_lora_frontend(send: Callable[[Any, int | None], None], replicas: int)
     return LoRAFrontend(list(cfg.lora_paths or []), cfg.max_loras_per_batch, send, replicas)
 
 
-def _load_tokenizer_and_defaults(server_args: ServerArgs) -> tuple[Any, dict[str, Any]]:
+def load_tokenizer_and_defaults(server_args: ServerArgs) -> tuple[Any, dict[str, Any]]:
     """The tokenizer, and the sampling defaults of requests (a GGUF is read once for both)."""
     from sglang.srt.model_loader.generation import read_model_generation
     from sglang.srt.model_loader.gguf_loader import read_gguf_tokenizer

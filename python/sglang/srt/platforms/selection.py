@@ -13,6 +13,7 @@ chosen, several are an error, and none falls back to :func:`fallback`::
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from sglang.plugin_core.decision import PlatformDecision
@@ -38,23 +39,77 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def torch_build_backends() -> frozenset[str] | None:
+    """The accelerator backends the installed torch was built for (``cuda``, ``hip``, ``xpu``), read from its
+    ``torch/version.py`` without importing torch; ``None`` when torch is missing or the file is unreadable."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return built_backends(os.path.join(next(iter(spec.submodule_search_locations)), "version.py"))
+
+
+def built_backends(version_py: str) -> frozenset[str] | None:
+    """The fields ``cuda``, ``hip`` and ``xpu`` that a torch ``version.py`` at ``version_py`` sets to a non-empty
+    constant (a CPU wheel sets all three to ``None``); ``None`` when the file cannot be read or parsed."""
+    import ast
+
+    try:
+        with open(version_py, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), version_py)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    built = set()
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id in ("cuda", "hip", "xpu") and isinstance(value, ast.Constant) and value.value:
+                built.add(t.id)
+    return frozenset(built)
+
+
+def accelerator_device() -> tuple[str, str] | None:
+    """``("cuda", "CUDA")``, ``("cuda", "ROCm")`` or ``("xpu", "XPU")`` when torch sees such a device, else ``None``.
+    The one answer to "is there an accelerator" for the ``--device auto`` rule and :func:`fallback`. A torch built for
+    none of them (the CPU wheel) answers without importing torch: about 2 s of a launcher's start-up on a 2-core host."""
+    if torch_build_backends() == frozenset():
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    if torch.cuda.is_available():
+        return ("cuda", "ROCm") if getattr(torch.version, "hip", None) else ("cuda", "CUDA")
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return "xpu", "XPU"
+    return None
+
+
 def fallback() -> tuple[type[SRTPlatform], str]:
     """The built-in platform when no plugin is active, with the rule that chose it."""
     if _truthy(os.environ.get(CPU_ENGINE_ENV)):
         from sglang.srt.platforms.cpu import CpuSRTPlatform
 
         return CpuSRTPlatform, os.environ.get(CPU_ENGINE_RULE_ENV) or f"fallback: {CPU_ENGINE_ENV}=1"
-    try:
-        import torch
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:
         return SRTPlatform, "fallback: torch is not installed, base SRTPlatform"
-    if torch.cuda.is_available():
-        from sglang.srt.platforms.cuda import CudaSRTPlatform, RocmSRTPlatform
+    found = accelerator_device()
+    if found == ("cuda", "ROCm"):
+        from sglang.srt.platforms.cuda import RocmSRTPlatform
 
-        if getattr(torch.version, "hip", None):
-            return RocmSRTPlatform, "fallback: ROCm available"
+        return RocmSRTPlatform, "fallback: ROCm available"
+    if found == ("cuda", "CUDA"):
+        from sglang.srt.platforms.cuda import CudaSRTPlatform
+
         return CudaSRTPlatform, "fallback: CUDA available"
-    if hasattr(torch, "xpu") and torch.xpu.is_available():
+    if found == ("xpu", "XPU"):
         from sglang.srt.platforms.xpu import XpuSRTPlatform
 
         return XpuSRTPlatform, "fallback: XPU available"
