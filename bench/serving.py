@@ -1,13 +1,16 @@
 """Serving: tokens/s, time to first token and latency at several concurrencies.
 
 Run: .venv/bin/python bench/serving.py [--dtypes default,float32+none,bfloat16+gguf_q4] [--max-tokens 64] [--plot docs/serving.png]
+    [--sampling greedy|model]
 
 Systems, in one run: this server (`sglang serve`, per dtype), a Hugging Face
 transformers baseline (static batches of `concurrency` requests through
 `generate`, fp32; its first token arrives with the whole batch), and the
 `llama-cpp-python` server on the same GGUF when that package is installed (here, or in the
 interpreter ``$LLAMA_CPP_PYTHON`` names).
-Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored.
+Requests stream over HTTP from 127.0.0.1 clients; EOS is ignored. ``--sampling greedy`` (the default) sends
+temperature 0; ``model`` sends no sampling parameters, so each server samples with its defaults (this server: the
+model's generation config, temperature 0.2 and top-p 0.9 for SmolLM2; llama-cpp-python: its own).
 
 Getting the anchor: ``python -m venv V && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" V/bin/pip install "llama-cpp-python[server]==0.3.36"`` (add
@@ -46,8 +49,12 @@ def prompt(i: int) -> str:
 EOS_ID = 2  # SmolLM2's <|im_end|>; suppressed where a server has no ignore_eos
 
 
+SAMPLING: dict[str, dict[str, float]] = {"greedy": {"temperature": 0}, "model": {}}
+sampling = SAMPLING["greedy"]  # set by --sampling
+
+
 def one_request(url: str, i: int, max_tokens: int, model: str) -> tuple[float, float, int]:
-    body = {"model": model, "prompt": prompt(i), "max_tokens": max_tokens, "temperature": 0, "stream": True,
+    body = {"model": model, "prompt": prompt(i), "max_tokens": max_tokens, **sampling, "stream": True,
             "stream_options": {"include_usage": True}, "ignore_eos": True, "logit_bias": {str(EOS_ID): -100}}
     req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
     t0 = time.perf_counter()
@@ -96,7 +103,9 @@ def hf_baseline(max_tokens: int) -> dict[int, dict[str, float]]:
             batch = tok([prompt(i) for i in range(start, min(n, start + conc))], return_tensors="pt", padding=True)
             b0 = time.perf_counter()
             with torch.inference_mode():
-                model.generate(**batch, max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
+                # --sampling model: the same temperature and top-p this server's model defaults give (SmolLM2's config)
+                model.generate(**batch, max_new_tokens=max_tokens, min_new_tokens=max_tokens, pad_token_id=tok.pad_token_id,
+                               **({"do_sample": False} if sampling.get("temperature") == 0 else {"do_sample": True, "temperature": 0.2, "top_p": 0.9}))
             lat += [time.perf_counter() - b0] * batch["input_ids"].shape[0]
         wall = time.perf_counter() - t0
         out[conc] = {"tok_s": n * max_tokens / wall, "ttft": statistics.mean(lat), "latency": statistics.mean(lat)}
@@ -140,7 +149,10 @@ def main() -> None:
                     help="server configs: default, or dtype[+quantization][/eager] (/eager: --fused-decode off)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--plot", default="docs/serving.png")
+    ap.add_argument("--sampling", choices=sorted(SAMPLING), default="greedy", help="greedy: temperature 0; model: each server's defaults")
     args = ap.parse_args()
+    global sampling
+    sampling = SAMPLING[args.sampling]
     systems: dict[str, dict[int, dict[str, float]]] = {}
     for dt in args.dtypes.split(","):
         flags = [x for k, v in parse_config(dt).items() if v for x in (f"--{k.replace('_', '-')}", v)]
@@ -153,7 +165,7 @@ def main() -> None:
     lc = llama_cpp(args.max_tokens)
     if lc is not None:
         systems["llama-cpp-python server"] = lc
-    print(f"{args.max_tokens} new tokens per request; requests per level {LEVELS}; {os.cpu_count()} cores")
+    print(f"{args.max_tokens} new tokens per request; requests per level {LEVELS}; {os.cpu_count()} cores; sampling {args.sampling}")
     print(f"{'system':<40} {'conc':>4} {'tok/s':>8} {'TTFT s':>8} {'latency s':>10}")
     for name, res in systems.items():
         for conc, r in res.items():

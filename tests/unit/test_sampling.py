@@ -113,3 +113,80 @@ def test_logprobs_report_the_chosen_token_and_top_alternatives():
     lp, top = infos[0]
     assert lp == pytest.approx(float(torch.log_softmax(LOGITS[0], -1)[1]))
     assert [t for t, _ in top] == [1, 2]
+
+
+def _sort_rule(probs: torch.Tensor, top_p: float) -> set[int]:
+    """Top-p as upstream writes it: sort, keep a token while the mass before it is at most top_p."""
+    sp, si = probs.sort(descending=True)
+    return set(si[~(sp.cumsum(-1) - sp > top_p)].tolist())
+
+
+@pytest.mark.parametrize("sharpness", [0.3, 1.0, 3.0, 10.0, 40.0])
+@pytest.mark.parametrize("top_p", [1e-6, 0.3, 0.9, 0.95, 0.9999])
+def test_the_nucleus_found_among_the_largest_is_the_sort_rules(sharpness, top_p):
+    """From a point mass to a nearly flat 5,000-token distribution (a nucleus of 1 token to ~4,000: every try of
+    NUCLEUS_TRIES, and the full sort), the kept set is the one a full sort keeps, most probable first."""
+    from sglang.srt.layers.sampler import nucleus
+
+    g = torch.Generator().manual_seed(int(sharpness * 100) + int(top_p * 1e4))
+    for _ in range(4):
+        probs = torch.softmax(torch.randn(5000, generator=g) * sharpness, -1)
+        ids, kept = nucleus(probs, top_p)
+        assert set(ids.tolist()) == _sort_rule(probs, top_p)
+        assert torch.equal(kept, probs[ids]) and bool((kept[:-1] >= kept[1:]).all())
+
+
+def test_draw_follows_the_weights_and_never_picks_a_zero():
+    """A chi-square test over 20,000 draws (5 degrees of freedom: fails by chance once in 10^4 runs at this bound)
+    on unnormalized weights with zeros among them, the last index included."""
+    from sglang.srt.layers.sampler import draw
+
+    w = torch.tensor([0.0, 3.0, 0.0, 1.0, 0.5, 2.0, 0.0, 0.25, 1.25, 0.0])
+    g = torch.Generator().manual_seed(11)
+    n = 20_000
+    counts = torch.bincount(torch.tensor([draw(w, g) for _ in range(n)]), minlength=w.numel()).double()
+    assert counts[w == 0].sum() == 0
+    expected = w.double() / w.sum() * n
+    nz = w > 0
+    chi2 = float(((counts[nz] - expected[nz]) ** 2 / expected[nz]).sum())
+    assert chi2 < 25.7, (counts.tolist(), expected.tolist())  # chi-square(5) at p = 1e-4
+    assert draw(torch.tensor([0.0, 0.0, 2.0]), g) == 2
+
+
+def test_sampled_rows_follow_the_requests_distribution():
+    """sample() at temperature 0.8, top-p 0.9 and top-k 5 draws tokens as target_probs gives them (chi-square)."""
+    from sglang.srt.layers.sampler import target_probs
+
+    logits = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0]])
+    for kw in ({"temperature": 0.8, "top_p": 0.9}, {"temperature": 0.8, "top_k": 5}, {"temperature": 1.3}):
+        s = _s(seed=3, **kw)
+        q = target_probs(logits[0], s.params)
+        q = q.double() / q.sum()
+        n = 6_000
+        counts = torch.bincount(torch.tensor([sample(logits, [s])[0][0] for _ in range(n)]), minlength=8).double()
+        nz = q > 0
+        assert counts[~nz].sum() == 0
+        chi2 = float(((counts[nz] - q[nz] * n) ** 2 / (q[nz] * n)).sum())
+        assert chi2 < 30.0, (kw, counts.tolist(), (q * n).tolist())  # at most 7 degrees of freedom, p < 1e-4
+
+
+def test_a_batch_samples_each_row_as_that_row_alone():
+    """sample_rows (the batch's tensor work done once) draws, row by row, the token sample_row draws for that row with
+    the same generator state: mixed temperatures, top-k, top-p (nuclei inside and past the first try), min-p and
+    greedy-free rows of a 49,152-token vocabulary."""
+    from sglang.srt.layers.sampler import NUCLEUS_TRIES, nucleus, sample_row, sample_rows
+
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(7, 49152, generator=g) * torch.tensor([[8.0], [3.0], [1.0], [0.2], [5.0], [2.0], [4.0]])
+    kws = [{"temperature": 0.2, "top_p": 0.9}, {"temperature": 0.7}, {"temperature": 1.0, "top_p": 0.95},
+           {"temperature": 1.0, "top_p": 0.5, "top_k": 40}, {"temperature": 0.5, "min_p": 0.1}, {"temperature": 1.3, "top_k": 3},
+           {"temperature": 0.9, "top_p": 0.999, "min_p": 0.001}]
+    for seed in range(3):
+        batch = [_s(seed=seed * 10 + i, **kw) for i, kw in enumerate(kws)]
+        alone = [_s(seed=seed * 10 + i, **kw) for i, kw in enumerate(kws)]
+        got = sample_rows(logits, batch, list(range(len(kws))))
+        want = [sample_row(logits[i], s.params, s.generator, i) for i, s in enumerate(alone)]
+        assert got == want
+        # the generators moved alike: the next draws agree too
+        assert [float(torch.rand((), generator=s.generator)) for s in batch] == [float(torch.rand((), generator=s.generator)) for s in alone]
+    assert len(nucleus(torch.softmax(logits[2], -1), 0.95)[0]) > NUCLEUS_TRIES[0]  # row 2's nucleus is past the first try

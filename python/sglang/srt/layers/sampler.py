@@ -19,6 +19,7 @@ class RequestSampler:
         self.prompt_tokens: set[int] = set()
         self.grammar: Any = None  # the request's matcher (a BaseGrammarObject) when it is constrained
         self.grammar_backend: Any = None  # the BaseGrammarBackend that made it (its mask layout)
+        self.bias: tuple[torch.Tensor, torch.Tensor] | None = None  # logit_bias as (token ids, values), built at first use
 
     def observe(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
@@ -49,8 +50,10 @@ def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
         cnt = torch.tensor(list(s.counts.values()), dtype=logits.dtype)
         logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
     if p.logit_bias:
-        ids = torch.tensor(list(p.logit_bias), dtype=torch.long)
-        logits[ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype)
+        if s.bias is None:  # once per request, not per step (two tensors from a dict: ~0.1 ms a step at one row)
+            s.bias = (torch.tensor(list(p.logit_bias), dtype=torch.long), torch.tensor(list(p.logit_bias.values()), dtype=torch.float32))
+        ids, values = s.bias
+        logits[ids] += values.to(logits.dtype)
 
 
 def _constrain(logits: torch.Tensor, samplers: list[RequestSampler], rows: list[int]) -> None:
@@ -62,24 +65,137 @@ def _constrain(logits: torch.Tensor, samplers: list[RequestSampler], rows: list[
     backend.apply_vocab_mask(logits, mask, rows)
 
 
-def target_probs(logits: torch.Tensor, p: Any, row: int = 0) -> torch.Tensor:
-    """The distribution a sampling request draws from, ``[V]`` (not renormalized after min-p / top-p:
-    ``multinomial`` does that): temperature, top-k, softmax, min-p, top-p, in upstream's order.
-    Speculative verification draws from the same distribution (``sglang.srt.speculative.verify``)."""
+# the candidates top-p looks at, in turn, until their mass passes top_p (0: the whole vocabulary, sorted). On the 2-core
+# EPYC, for 49,152 floats: the 64 largest 0.19 ms, the 1,024 largest 0.73 ms, a full sort 5.5 ms
+NUCLEUS_TRIES = (64, 1024, 0)
+
+
+def _filtered(logits: torch.Tensor, p: Any, row: int) -> torch.Tensor:
+    """Probabilities ``[V]`` after temperature, top-k, softmax and min-p (top-p not yet applied)."""
     x = logits.float() / p.temperature
     if p.top_k > 0:
         kth = torch.topk(x, min(p.top_k, x.numel())).values[-1]
         x = x.masked_fill(x < kth, float("-inf"))
     probs = torch.softmax(x, -1)
-    if not bool(torch.isfinite(probs).all()):  # parameters are validated; this guards what a hook or a model may produce
+    # parameters are validated; this guards what a hook or a model may produce. A softmax is never infinite (an infinite
+    # or NaN logit makes NaNs), so the sum tells: 30x cheaper than isfinite(probs).all() on 49,152 floats
+    if not bool(torch.isfinite(probs.sum())):
         raise SamplingError(row, f"the probabilities of request row {row} are not finite (temperature {p.temperature}); the request fails")
     if p.min_p > 0:
         probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
-    if p.top_p < 1:
-        sp, si = probs.sort(descending=True)
-        drop = sp.cumsum(-1) - sp > p.top_p  # keep the smallest prefix reaching top_p
-        probs = probs.scatter(0, si, sp.masked_fill(drop, 0))
     return probs
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, probs)`` of the tokens top-p keeps from ``probs`` [V], most probable first: upstream's rule, a token
+    stays while the mass before it is at most ``top_p``. Looked for among the ``k`` most probable tokens
+    (:data:`NUCLEUS_TRIES`): once their mass exceeds ``top_p`` no token outside them can stay, so the vocabulary
+    is sorted only when the nucleus is larger than the last try (a flat distribution)."""
+    n = probs.numel()
+    for k in NUCLEUS_TRIES:
+        k = n if k <= 0 else min(k, n)
+        v, ix = probs.topk(k)  # sorted, descending
+        if k == n or float(v.sum()) > top_p:
+            break
+    keep = v.cumsum(0) - v <= top_p
+    return ix[keep], v[keep]
+
+
+def target_probs(logits: torch.Tensor, p: Any, row: int = 0) -> torch.Tensor:
+    """The distribution a sampling request draws from, ``[V]`` (not renormalized after min-p / top-p:
+    :func:`draw` does that): temperature, top-k, softmax, min-p, top-p, in upstream's order.
+    Speculative verification draws from the same distribution (``sglang.srt.speculative.verify``)."""
+    probs = _filtered(logits, p, row)
+    if p.top_p < 1:
+        ids, kept = nucleus(probs, p.top_p)
+        probs = torch.zeros_like(probs).index_put_((ids,), kept)
+    return probs
+
+
+def draw(weights: torch.Tensor, generator: torch.Generator) -> int:
+    """An index of ``weights`` [n] (non-negative, positive sum, not necessarily normalized) drawn with probability
+    proportional to its weight, from one uniform of ``generator`` (inverse CDF). ``torch.multinomial`` on a 49,152-entry
+    vector took 2-2.6 ms a draw on a 2-core EPYC; this 0.15 ms. Never an index of weight 0."""
+    return _search(weights[None], [_uniform(generator)])[0]
+
+
+def _rows(x: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    return x if len(rows) == x.shape[0] else x[rows]  # all of them: no copy
+
+
+def _uniform(generator: torch.Generator) -> float:
+    return float(torch.rand((), generator=generator, dtype=torch.float64))
+
+
+def _search(weights: torch.Tensor, uniforms: list[float]) -> list[int]:
+    """Per row of ``weights`` [R, n], the index whose cumulative weight first exceeds its uniform times the row's total
+    (the searches in one call); never an index of weight 0."""
+    cdf = weights.cumsum(-1)
+    u = (torch.tensor(uniforms, dtype=torch.float64) * cdf[:, -1].double()).to(cdf.dtype)
+    picks = torch.searchsorted(cdf, u[:, None], right=True)[:, 0].tolist()
+    n = weights.shape[1]
+    for j, i in enumerate(picks):
+        if i >= n or not float(weights[j, i]) > 0:  # u rounded up to the row's total: its last index with weight
+            picks[j] = int(torch.nonzero(weights[j] > 0)[-1, 0])
+    return picks
+
+
+def sample_row(logits: torch.Tensor, p: Any, generator: torch.Generator, row: int = 0) -> int:
+    """A token drawn from :func:`target_probs`'s distribution for one row ``[V]``, without building it in full when
+    top-p keeps a few tokens (the draw is among those, by their probabilities)."""
+    probs = _filtered(logits, p, row)
+    if p.top_p < 1:
+        ids, kept = nucleus(probs, p.top_p)
+        return int(ids[draw(kept, generator)])
+    return draw(probs, generator)
+
+
+def sample_rows(logits: torch.Tensor, samplers: list[RequestSampler], rows: list[int]) -> list[int]:
+    """The tokens of ``rows`` of ``logits`` [B, V] (requests that sample): what :func:`sample_row` draws for each row
+    alone (one uniform from each request's generator, the same arithmetic row by row), with the tensor work done once
+    for all of them. One row at a time cost ~1 ms a row at top-p (14 ms a step at 16 rows on the 2-core EPYC)."""
+    if len(rows) == 1:
+        i = rows[0]
+        return [sample_row(logits[i], samplers[i].params, samplers[i].generator, i)]
+    params = [samplers[i].params for i in rows]
+    x = logits.index_select(0, torch.tensor(rows)).float()  # a copy: [R, V]
+    # times 1 / temperature in float32: what dividing a row by the Python float does (sample_row), so both agree
+    x.mul_(torch.tensor([p.temperature for p in params], dtype=torch.float32).reciprocal().to(x.dtype)[:, None])
+    ks = torch.tensor([p.top_k for p in params])
+    if bool((ks > 0).any()):
+        top = x.topk(int(ks.max().clamp(max=x.shape[1])), dim=-1).values
+        kth = top.gather(1, (ks.clamp(min=1, max=top.shape[1]) - 1)[:, None])
+        x.masked_fill_(x < torch.where(ks[:, None] > 0, kth, torch.full_like(kth, float("-inf"))), float("-inf"))
+    probs = torch.softmax(x, -1)
+    finite = torch.isfinite(probs.sum(-1))  # as in _filtered
+    if not bool(finite.all()):
+        r = int((~finite).nonzero()[0, 0])
+        raise SamplingError(rows[r], f"the probabilities of request row {rows[r]} are not finite (temperature {params[r].temperature}); "
+                                     "the request fails")
+    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype)
+    if bool((min_p > 0).any()):
+        probs.masked_fill_(probs < min_p[:, None] * probs.amax(-1, keepdim=True), 0)
+    out: list[int | None] = [None] * len(rows)
+    nuc = [r for r, p in enumerate(params) if p.top_p < 1]
+    if nuc:  # top-p: among each row's first NUCLEUS_TRIES candidates where their mass passes top_p, else row by row
+        top_p = torch.tensor([params[r].top_p for r in nuc], dtype=probs.dtype)[:, None]
+        v, ix = _rows(probs, nuc).topk(min(NUCLEUS_TRIES[0] or probs.shape[1], probs.shape[1]), dim=-1)
+        ok = (v.sum(-1, keepdim=True) > top_p)[:, 0].tolist()
+        us = [_uniform(samplers[rows[r]].generator) for r in nuc]
+        picks = _search(v * (v.cumsum(-1) - v <= top_p), us)
+        tokens = ix.gather(1, torch.tensor(picks)[:, None])[:, 0].tolist()
+        for j, r in enumerate(nuc):
+            if ok[j] or v.shape[1] == probs.shape[1]:
+                out[r] = tokens[j]
+            else:  # a nucleus past the first try: this row alone, with the uniform it drew
+                ids, w = nucleus(probs[r], params[r].top_p)
+                out[r] = int(ids[_search(w[None], [us[j]])[0]])
+    rest = [r for r, p in enumerate(params) if p.top_p >= 1]
+    if rest:
+        picks = _search(_rows(probs, rest), [_uniform(samplers[rows[r]].generator) for r in rest])
+        for j, r in enumerate(rest):
+            out[r] = picks[j]
+    return out  # type: ignore[return-value]
 
 
 def penalize_with(logits: torch.Tensor, s: RequestSampler, extra: list[int]) -> None:
@@ -89,7 +205,7 @@ def penalize_with(logits: torch.Tensor, s: RequestSampler, extra: list[int]) -> 
         _penalize(logits, s)
         return
     view = RequestSampler.__new__(RequestSampler)
-    view.params, view.prompt_tokens, view.counts = s.params, s.prompt_tokens, dict(s.counts)
+    view.params, view.prompt_tokens, view.counts, view.bias = s.params, s.prompt_tokens, dict(s.counts), s.bias
     for t in extra:
         view.counts[t] = view.counts.get(t, 0) + 1
     _penalize(logits, view)
@@ -120,11 +236,10 @@ def sample(logits: torch.Tensor, samplers: list[RequestSampler],
         if constrained:
             _constrain(logits, samplers, constrained)
     out = greedy(logits, argmax)
-    for i, s in enumerate(samplers):
-        p = s.params
-        if p.greedy:
-            continue
-        out[i] = int(torch.multinomial(target_probs(logits[i], p, i), 1, generator=s.generator))
+    rows = [i for i, s in enumerate(samplers) if not s.params.greedy]
+    if rows:
+        for i, t in zip(rows, sample_rows(logits, samplers, rows)):
+            out[i] = t
     infos: list[Any] = [None] * len(samplers)
     if any(s.params.logprobs for s in samplers):
         logp = torch.log_softmax(logits.float(), -1)

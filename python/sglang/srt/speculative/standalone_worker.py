@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from sglang.srt.layers.sampler import penalize_with, target_probs
+from sglang.srt.layers.sampler import draw, penalize_with, target_probs
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_spec
 from sglang.srt.speculative.spec_worker import ReqSpec, Speculator
@@ -162,7 +162,7 @@ class StandaloneSpeculator(Speculator):
             return
         q = target_probs(row, s.params)
         q = q / q.sum()
-        drafted.append(int(torch.multinomial(q, 1, generator=s.generator)))
+        drafted.append(draw(q, s.generator))
         rows.append(q)
 
     def committed(self, req: Req, proposed: int, accepted: int) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from sglang.srt.layers.sampler import greedy, penalize_with, target_probs
+from sglang.srt.layers.sampler import draw, greedy, penalize_with, target_probs
 from sglang.utils.env import env_flag
 
 FORCE_GREEDY_ENV = "SGLANG_NGRAM_FORCE_GREEDY_VERIFY"  # upstream's switch: NGRAM verifies sampling requests greedily
@@ -116,7 +116,7 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
             q = target_probs(rows[j], p, j)
             q = q / q.sum()
             if j == k:
-                out.append(int(torch.multinomial(q, 1, generator=s.generator)))
+                out.append(draw(q, s.generator))
                 break
             d = drafts[j]
             qd = float(q[d])
@@ -131,7 +131,7 @@ def accept_chain(rows: torch.Tensor, drafts: list[int], s: Any, thr_single: floa
             else:
                 residual = (q - draft_probs[j].to(q.dtype)).clamp_(min=0)
             total = float(residual.sum())
-            out.append(int(torch.multinomial(residual / total if total > 0 else q, 1, generator=s.generator)))
+            out.append(draw(residual if total > 0 else q, s.generator))
             break
     infos: list[Any] = [None] * len(out)
     if p.logprobs:
