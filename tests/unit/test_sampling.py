@@ -190,3 +190,33 @@ def test_a_batch_samples_each_row_as_that_row_alone():
         # the generators moved alike: the next draws agree too
         assert [float(torch.rand((), generator=s.generator)) for s in batch] == [float(torch.rand((), generator=s.generator)) for s in alone]
     assert len(nucleus(torch.softmax(logits[2], -1), 0.95)[0]) > NUCLEUS_TRIES[0]  # row 2's nucleus is past the first try
+
+
+@pytest.mark.parametrize("kw", [{"repetition_penalty": 1.3}, {"repetition_penalty": 0.7}, {"frequency_penalty": 0.6, "presence_penalty": -0.4},
+                                {"repetition_penalty": 1.1, "frequency_penalty": -0.3, "presence_penalty": 0.5, "logit_bias": {"7": 3.5}}])
+def test_the_penalty_vectors_kept_by_observe_give_the_dict_paths_logits(kw, monkeypatch):
+    """Past DENSE_PENALTY_MIN a request's sampler keeps its seen tokens and counts as vectors (built at that step, then
+    updated token by token); before and after, the logits are the dict path's (penalize_with's views), bit for bit."""
+    import sglang.srt.layers.sampler as sampler
+    from sglang.srt.layers.sampler import _penalize, penalize_with
+
+    monkeypatch.setattr(sampler, "DENSE_PENALTY_MIN", (200, 40))  # the switch inside a short run over a 500-token vocabulary
+    g = torch.Generator().manual_seed(3)
+    s = _s(**kw)
+    s.prompt_tokens = set(torch.randint(0, 500, (150,), generator=g).tolist())
+    for t in torch.randint(0, 500, (30,), generator=g).tolist():
+        s.observe(t)
+    for step in range(8):
+        logits = torch.randn(500, generator=g) * 4
+        dense, view = logits.clone(), logits.clone()
+        _penalize(dense, s)
+        penalize_with(view, s, [])  # no extra tokens: _penalize on s itself, the dense path too
+        ref = logits.clone()
+        v = RequestSampler.__new__(RequestSampler)
+        v.params, v.prompt_tokens, v.counts, v.bias, v.dense = s.params, s.prompt_tokens, dict(s.counts), None, False
+        _penalize(ref, v)
+        assert torch.equal(dense, ref) and torch.equal(view, ref) and not torch.equal(ref, logits)
+        for t in torch.randint(0, 500, (5 + 2 * step,), generator=g).tolist():  # tokens new and repeated
+            s.observe(t)
+    assert (s.seen_mask is not None) == (kw.get("repetition_penalty", 1.0) != 1.0)  # built once past the bound, and kept
+    assert (s.count_vec is not None) == ("frequency_penalty" in kw)

@@ -20,9 +20,18 @@ class RequestSampler:
         self.grammar: Any = None  # the request's matcher (a BaseGrammarObject) when it is constrained
         self.grammar_backend: Any = None  # the BaseGrammarBackend that made it (its mask layout)
         self.bias: tuple[torch.Tensor, torch.Tensor] | None = None  # logit_bias as (token ids, values), built at first use
+        # penalties' state over the vocabulary [V], built at the first penalized step and kept in step by observe():
+        # the tokens seen (prompt and output: repetition) and the output counts (frequency, presence)
+        self.dense = True  # False on penalize_with's views, which keep only the dicts
+        self.seen_mask: torch.Tensor | None = None
+        self.count_vec: torch.Tensor | None = None
 
     def observe(self, token: int) -> None:
         self.counts[token] = self.counts.get(token, 0) + 1
+        if self.seen_mask is not None:
+            self.seen_mask[token] = True
+        if self.count_vec is not None:
+            self.count_vec[token] += 1
 
     @property
     def needs_penalty(self) -> bool:
@@ -38,17 +47,39 @@ class SamplingError(RuntimeError):
         self.row = row
 
 
+# from this many seen tokens (repetition) or distinct output tokens (frequency, presence) a request's sampler keeps them
+# as vectors over the vocabulary: on the 2-core EPYC a step cost 0.14 ms at 150 seen tokens and 2.6 ms at 10,000 when
+# they became a tensor every step; the vector's fixed cost is 0.2-0.3 ms
+DENSE_PENALTY_MIN = (1024, 256)
+
+
 def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
+    """Apply ``s``'s penalties and logit bias in place to one row [V]; :func:`penalize_with`'s views use the dicts."""
     p = s.params
+    dense = getattr(s, "dense", False)
     if p.repetition_penalty != 1.0:
-        seen = torch.tensor(sorted(s.prompt_tokens | set(s.counts)), dtype=torch.long)
-        if seen.numel():
-            vals = logits[seen]
-            logits[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        if dense and (s.seen_mask is not None or len(s.prompt_tokens) + len(s.counts) >= DENSE_PENALTY_MIN[0]):
+            if s.seen_mask is None:
+                s.seen_mask = torch.zeros(logits.numel(), dtype=torch.bool)
+                s.seen_mask[torch.tensor(sorted(s.prompt_tokens | set(s.counts)), dtype=torch.long)] = True
+            rp = torch.where(logits > 0, logits / p.repetition_penalty, logits * p.repetition_penalty)
+            logits.copy_(torch.where(s.seen_mask, rp, logits))
+        else:
+            seen = torch.tensor(sorted(s.prompt_tokens | set(s.counts)), dtype=torch.long)
+            if seen.numel():
+                vals = logits[seen]
+                logits[seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
     if s.counts and (p.frequency_penalty or p.presence_penalty):
-        ids = torch.tensor(list(s.counts), dtype=torch.long)
-        cnt = torch.tensor(list(s.counts.values()), dtype=logits.dtype)
-        logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
+        if dense and (s.count_vec is not None or len(s.counts) >= DENSE_PENALTY_MIN[1]):
+            if s.count_vec is None:
+                s.count_vec = torch.zeros(logits.numel(), dtype=torch.float32)
+                s.count_vec[torch.tensor(list(s.counts), dtype=torch.long)] = torch.tensor(list(s.counts.values()), dtype=torch.float32)
+            c = s.count_vec.to(logits.dtype)
+            logits -= torch.where(c > 0, p.frequency_penalty * c + p.presence_penalty, torch.zeros_like(c))
+        else:
+            ids = torch.tensor(list(s.counts), dtype=torch.long)
+            cnt = torch.tensor(list(s.counts.values()), dtype=logits.dtype)
+            logits[ids] -= p.frequency_penalty * cnt + p.presence_penalty
     if p.logit_bias:
         if s.bias is None:  # once per request, not per step (two tensors from a dict: ~0.1 ms a step at one row)
             s.bias = (torch.tensor(list(p.logit_bias), dtype=torch.long), torch.tensor(list(p.logit_bias.values()), dtype=torch.float32))
@@ -205,7 +236,7 @@ def penalize_with(logits: torch.Tensor, s: RequestSampler, extra: list[int]) -> 
         _penalize(logits, s)
         return
     view = RequestSampler.__new__(RequestSampler)
-    view.params, view.prompt_tokens, view.counts, view.bias = s.params, s.prompt_tokens, dict(s.counts), s.bias
+    view.params, view.prompt_tokens, view.counts, view.bias, view.dense = s.params, s.prompt_tokens, dict(s.counts), s.bias, False
     for t in extra:
         view.counts[t] = view.counts.get(t, 0) + 1
     _penalize(logits, view)
