@@ -70,6 +70,32 @@ def test_streaming_chat_ends_with_a_usage_chunk(client):
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
 
 
+def test_streams_carry_each_chunks_logprobs_and_the_echoed_prompt(client):
+    """As upstream streams them: every chunk's tokens' log-probabilities (chat: ``content`` items; completions: the
+    legacy object with text offsets into the whole choice), and with ``echo`` the prompt heads the first chunk; joined,
+    they are the non-streamed answer's."""
+    msgs = [{"role": "user", "content": "Name three colors."}]
+    whole = client.chat.completions.create(model="smol", messages=msgs, logprobs=True, top_logprobs=2, **GREEDY).choices[0].logprobs.content
+    parts = [c.choices[0].logprobs for c in client.chat.completions.create(model="smol", messages=msgs, logprobs=True, top_logprobs=2,
+                                                                           stream=True, **GREEDY) if c.choices]
+    got = [x for lp in parts if lp is not None for x in lp.content]
+    # the same tokens; the values agree to float noise (the second request reads its prompt from the prefix cache)
+    assert len(got) == len(whole) > 8 and [(x.token, [t.token for t in x.top_logprobs]) for x in got] == \
+        [(x.token, [t.token for t in x.top_logprobs]) for x in whole]
+    assert all(abs(a.logprob - b.logprob) < 1e-3 for a, b in zip(got, whole))
+
+    kw = {"model": "smol", "prompt": "1, 2, 3,", "logprobs": 2, "echo": True, **GREEDY}
+    full = client.completions.create(**kw).choices[0]
+    chunks = [c.choices[0] for c in client.completions.create(stream=True, **kw) if c.choices]
+    assert chunks[0].text.startswith("1, 2, 3,") and "".join(c.text for c in chunks) == full.text
+    merged = {k: [v for c in chunks if c.logprobs for v in getattr(c.logprobs, k)] for k in ("tokens", "token_logprobs", "text_offset")}
+    assert {k: merged[k] for k in ("tokens", "text_offset")} == {k: getattr(full.logprobs, k) for k in ("tokens", "text_offset")}
+    assert merged["token_logprobs"][0] is None and len(merged["token_logprobs"]) == len(full.logprobs.token_logprobs) > 16
+    assert all(abs(a - b) < 1e-3 for a, b in zip(merged["token_logprobs"][1:], full.logprobs.token_logprobs[1:]))
+    assert [c.choices[0].text for c in client.completions.create(stream=True, model="smol", prompt="1, 2, 3,", echo=True, **GREEDY)
+            if c.choices][0].startswith("1, 2, 3,")  # echo without logprobs too
+
+
 def test_n_seed_and_stop(client):
     r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Tell me a joke."}], n=2, seed=5, temperature=1.0, max_tokens=12)
     again = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Tell me a joke."}], n=2, seed=5, temperature=1.0, max_tokens=12)

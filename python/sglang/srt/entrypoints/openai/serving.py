@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from sglang.plugin_core.hooks.faults import describe_fault, hook_of
+from sglang.srt.entrypoints.openai.logprobs import chat_logprobs, completion_logprobs
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest, _Sampling
 from sglang.srt.function_call import (
     ParsedCall,
@@ -181,7 +182,7 @@ class OpenAIServing:
         states = await self._open(prompts, req, logprobs, prompt_logprobs, extra)
         rid, created = f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return states, rid, created, self._stream(states, rid, created, obj, req, plan)
+            return states, rid, created, self._stream(states, rid, created, obj, req, plan, prompts)
         try:
             for st in states:
                 async for _ in self.engine.stream_request(st):
@@ -211,19 +212,7 @@ class OpenAIServing:
 
     def _completion_logprobs(self, st: Any, ids: list[int], echo: bool) -> dict[str, Any]:
         """The legacy completions ``logprobs`` object; with ``echo`` the prompt's tokens lead, the first with ``null``."""
-        toks = [self._token_str(t) for t in st.output_ids]
-        lps: list[float | None] = [x for x, _ in st.logprobs]
-        tops: list[dict[str, float] | None] = [{self._token_str(t): v for t, v in top} for _, top in st.logprobs]
-        if echo:
-            given = st.input_logprobs or []
-            toks = [self._token_str(t) for t in ids] + toks
-            lps = [None, *(x for x, _ in given)] + lps
-            tops = [None, *({self._token_str(t): v for t, v in top} for _, top in given)] + tops
-        offsets, at = [], 0
-        for t in toks:
-            offsets.append(at)
-            at += len(t)
-        return {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+        return completion_logprobs(self._token_str, st.output_ids, st.logprobs, 0, (ids, st.input_logprobs or []) if echo else None)[0]
 
     @staticmethod
     def _tool_result(plan: ToolPlan, text: str) -> tuple[str, list[ParsedCall]]:
@@ -247,9 +236,7 @@ class OpenAIServing:
         for i, st in enumerate(states):
             lp = None
             if req.logprobs:
-                lp = {"content": [{"token": self._token_str(t), "logprob": v, "bytes": list(self._token_str(t).encode()),
-                                   "top_logprobs": [{"token": self._token_str(a), "logprob": b, "bytes": list(self._token_str(a).encode())} for a, b in top]}
-                                  for t, (v, top) in zip(st.output_ids, st.logprobs)]}
+                lp = chat_logprobs(self._token_str, st.output_ids, st.logprobs)
             message: dict[str, Any] = {"role": "assistant", "content": st.text}
             reason = finish_reason(st.finished)
             if plan is not None and plan.parses:
@@ -261,23 +248,29 @@ class OpenAIServing:
         return {"id": rid, "object": "chat.completion", "created": created, "model": self.model, "choices": choices, "usage": self._usage(states)}
 
     async def _stream(self, states: list[Any], rid: str, created: int, obj: str, req: _Sampling,
-                      plan: ToolPlan | None = None) -> AsyncIterator[str]:
+                      plan: ToolPlan | None = None, prompts: list[list[int]] | None = None) -> AsyncIterator[str]:
         chat = obj == "chat.completion.chunk"
         tools = plan is not None and plan.parses
+        # what upstream streams beside the text: each chunk's tokens' log-probabilities, and (completions) the echoed
+        # prompt at the head of a choice's first chunk, its log-probabilities leading that chunk's
+        want_lp = bool(req.logprobs) if chat else req.logprobs is not None
+        echo = not chat and bool(getattr(req, "echo", False)) and prompts is not None
 
-        def chunk(i: int, text: str | None, reason: str | None, first: bool = False, calls: list[ParsedCall] | None = None) -> str:
+        def chunk(i: int, text: str | None, reason: str | None, first: bool = False, calls: list[ParsedCall] | None = None,
+                  lp: dict[str, Any] | None = None) -> str:
             if chat:
                 delta: dict[str, Any] = {"role": "assistant", "content": text or ""} if first else ({"content": text} if text else {})
                 if calls:
                     delta["tool_calls"] = [c.to_openai(index=k) for k, c in enumerate(calls)]
-                choice: dict[str, Any] = {"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}
+                choice: dict[str, Any] = {"index": i, "delta": delta, "logprobs": lp, "finish_reason": reason}
             else:
-                choice = {"index": i, "text": text or "", "logprobs": None, "finish_reason": reason}
+                choice = {"index": i, "text": text or "", "logprobs": lp, "finish_reason": reason}
             return sse_data({"id": rid, "object": obj, "created": created, "model": self.model, "choices": [choice]})
 
         try:
             for i, st in enumerate(states):
-                first, sent = True, ""
+                first, sent, n_sent, offset = True, "", 0, 0
+                pids = prompts[i // req.n] if echo and prompts is not None else None
                 # what of each delta may go out now: all of it, what cannot open a <tool_call> block, or (a forced call) nothing
                 release = (lambda d: d) if not tools else StreamSplitter().feed if plan.json_schema is None else (lambda d: "")  # type: ignore[union-attr]
                 async for c in self.engine.stream_request(st):
@@ -290,7 +283,16 @@ class OpenAIServing:
                         reason = "tool_calls" if calls else reason
                     sent += text
                     if text or first or reason:
-                        yield chunk(i, text, reason, first, calls)
+                        ids, lp = c["output_ids"][n_sent:], None
+                        if want_lp and chat:
+                            lp = chat_logprobs(self._token_str, ids, st.logprobs[n_sent:n_sent + len(ids)])
+                        elif want_lp:
+                            lead = (pids, st.input_logprobs or []) if first and pids is not None else None
+                            lp, offset = completion_logprobs(self._token_str, ids, st.logprobs[n_sent:n_sent + len(ids)], offset, lead)
+                        n_sent += len(ids)
+                        if first and pids is not None:
+                            text = self.tok.decode(pids) + (text or "")
+                        yield chunk(i, text, reason, first, calls, lp)
                         first = False
         except Exception as exc:  # the engine failed this request (or died): tell the client, then end the stream
             logger.warning("stream %s failed: %s", rid, exc)
