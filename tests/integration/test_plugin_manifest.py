@@ -88,3 +88,26 @@ def test_agreeing_manifests_give_no_warning(tmp_path):
     proc = run(tmp_path, DIFFUSION_SCRIPT)
     assert proc.returncode == 0, proc.stderr
     assert "served 1" in proc.stdout and "plugin manifest" not in proc.stderr
+
+
+SUBCLASS = """
+from sglang.srt.plugins.hook_registry import HookType, plugin_hook
+from sglang.srt.managers.scheduler import Scheduler
+
+class MyScheduler(Scheduler):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print("MyScheduler built in", type(self).__module__, flush=True)
+
+def register():
+    plugin_hook("sglang.srt.managers.scheduler.Scheduler", type=HookType.REPLACE)(MyScheduler)
+"""
+
+
+def test_a_replaced_scheduler_class_is_what_each_rank_builds(tmp_path):
+    """The spec's example: a general plugin swaps the Scheduler class (REPLACE); the spawned rank, which loads its
+    plugins before it builds its scheduler, builds the subclass."""
+    make_dist(tmp_path, "sub-plugin", entry_points={"sglang.srt.plugins": {"sub": "subsched:register"}}, files={"subsched.py": SUBCLASS})
+    proc = run(tmp_path, SRT_SCRIPT)
+    assert proc.returncode == 0, proc.stderr
+    assert "served 1" in proc.stdout and "MyScheduler built in subsched" in proc.stdout

@@ -14,14 +14,16 @@ from sglang.srt.platforms.selection import accelerator_device, built_backends, t
     ("text", "expected"),
     [
         ("cuda: Optional[str] = None\nhip: Optional[str] = None\nxpu: Optional[str] = None\n", frozenset()),
-        ("__version__ = '2.13.0+cu128'\ncuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n", frozenset({"cuda"})),
-        ("cuda = None\nhip = '6.4.1'\nrocm = '6.4.1'\n", frozenset({"hip"})),
+        ("__version__ = '2.13.0+cu128'\ncuda: Optional[str] = '12.8'\nhip: Optional[str] = None\nxpu = None\n", frozenset({"cuda"})),
+        ("cuda = None\nhip = '6.4.1'\nrocm = '6.4.1'\nxpu = None\n", frozenset({"hip"})),
         ("cuda = None\nhip = None\nxpu = '20250101'\n", frozenset({"xpu"})),
-        ("cuda = hip = ''\n", frozenset()),  # empty strings are no build
-        ("def cuda(): pass\n", frozenset()),  # only constant assignments count
+        ("cuda = hip = xpu = ''\n", frozenset()),  # empty strings are no build
+        ("cuda = None\nhip = None\nxpu = _probe()\n", frozenset({"xpu"})),  # not a constant: taken as a build, torch is asked
+        ("cuda = None\nhip = None\n", None),  # an older torch without the xpu field: unknown, torch is asked
+        ("def cuda(): pass\nhip = xpu = None\n", None),  # only assignments name a field
     ],
 )
-def test_the_build_backends_come_from_the_version_files_constants(tmp_path: Path, text: str, expected: frozenset[str]) -> None:
+def test_the_build_backends_come_from_the_version_files_constants(tmp_path: Path, text: str, expected: frozenset[str] | None) -> None:
     f = tmp_path / "version.py"
     f.write_text("from typing import Optional\n" + text)
     assert built_backends(str(f)) == expected

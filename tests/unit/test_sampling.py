@@ -118,7 +118,7 @@ def test_logprobs_report_the_chosen_token_and_top_alternatives():
 def _sort_rule(probs: torch.Tensor, top_p: float) -> set[int]:
     """Top-p as upstream writes it: sort, keep a token while the mass before it is at most top_p."""
     sp, si = probs.sort(descending=True)
-    return set(si[~(sp.cumsum(-1) - sp > top_p)].tolist())
+    return set(si[~(sp.cumsum(-1) - sp > top_p) & (sp > 0)].tolist())  # tokens of probability 0 never count
 
 
 @pytest.mark.parametrize("sharpness", [0.3, 1.0, 3.0, 10.0, 40.0])
@@ -181,6 +181,10 @@ def test_a_batch_samples_each_row_as_that_row_alone():
     kws = [{"temperature": 0.2, "top_p": 0.9}, {"temperature": 0.7}, {"temperature": 1.0, "top_p": 0.95},
            {"temperature": 1.0, "top_p": 0.5, "top_k": 40}, {"temperature": 0.5, "min_p": 0.1}, {"temperature": 1.3, "top_k": 3},
            {"temperature": 0.9, "top_p": 0.999, "min_p": 0.001}]
+    # a row whose draw sits on a rounding boundary: 1 / temperature multiplied in, rather than divided, moved it
+    edge = torch.tensor([[1.686759114265442, 0.0]])
+    assert sample_rows(edge.repeat(2, 1), [_s(seed=2, temperature=0.7), _s(seed=2, temperature=0.7)], [0, 1]) == \
+        [sample_row(edge[0], _s(temperature=0.7).params, _s(seed=2, temperature=0.7).generator)] * 2
     for seed in range(3):
         batch = [_s(seed=seed * 10 + i, **kw) for i, kw in enumerate(kws)]
         alone = [_s(seed=seed * 10 + i, **kw) for i, kw in enumerate(kws)]
@@ -220,3 +224,14 @@ def test_the_penalty_vectors_kept_by_observe_give_the_dict_paths_logits(kw, monk
             s.observe(t)
     assert (s.seen_mask is not None) == (kw.get("repetition_penalty", 1.0) != 1.0)  # built once past the bound, and kept
     assert (s.count_vec is not None) == ("frequency_penalty" in kw)
+
+
+def test_min_p_with_top_p_stops_at_the_first_try_and_keeps_no_zero():
+    """min-p zeroes the tail: once the candidates reach a zero every later token is zero too, so the first try decides
+    (no sort of the vocabulary), and no token of probability 0 is kept."""
+    from sglang.srt.layers.sampler import nucleus
+
+    probs = torch.zeros(49152)
+    probs[torch.arange(11) * 7] = torch.softmax(torch.arange(11.0), -1) * 0.5  # min-p left 11 tokens, mass 0.5
+    ids, kept = nucleus(probs, 0.9)
+    assert sorted(ids.tolist()) == [7 * i for i in range(11)] and bool((kept > 0).all())

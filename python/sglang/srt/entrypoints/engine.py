@@ -46,6 +46,20 @@ async def _wait_event(event: asyncio.Event, seconds: float) -> None:
         pass
 
 
+def _in_background(fn: Any, *args: Any, name: str) -> concurrent.futures.Future[Any]:
+    """``fn(*args)`` on a daemon thread; its result or exception through the returned future."""
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name=name).start()
+    return fut
+
+
 READY_TIMEOUT_S = env_number("SGLANG_ENGINE_READY_TIMEOUT", 600.0, float, minimum=0.0)
 
 
@@ -141,10 +155,9 @@ class Engine(Closing):
         loading = None
         if server_args.node_rank == 0:
             self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
-            # the tokenizer manager's tokenizer is read while the ranks start (this thread only waits on their pipes)
-            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sglang-tokenizer-load")
-            loading = pool.submit(load_tokenizer_and_defaults, server_args)
-            pool.shutdown(wait=False)
+            # the tokenizer manager's tokenizer is read while the ranks start (this thread only waits on their pipes),
+            # on a daemon thread: a launch that fails meanwhile exits without waiting for it
+            loading = _in_background(load_tokenizer_and_defaults, server_args, name="sglang-tokenizer-load")
         self.info = self._wait_ready()
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks

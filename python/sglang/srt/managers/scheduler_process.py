@@ -30,9 +30,18 @@ def run_entry(entry: str, *args: Any, **kwargs: Any) -> None:
     the scheduler itself (about 2 s of start-up on a 2-core host, and the HTTP process's share of memory); the child
     resolves the function through its module, as unpickling a reference to it did."""
     import importlib
+    import traceback
 
     module, _, name = entry.partition(":")
-    getattr(importlib.import_module(module), name)(*args, **kwargs)
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except BaseException:  # report it as a rank's start-up error (args end with the rank's pipe: see the entries)
+        pipe = args[-1] if args and hasattr(args[-1], "send") else None
+        if pipe is not None:
+            pipe.send({"status": "error", "rank": args[3] if len(args) > 4 else 0, "dp_rank": kwargs.get("dp_rank", 0),
+                       "error": f"importing the scheduler entry {entry} failed:\n{traceback.format_exc()}"})
+        raise
+    fn(*args, **kwargs)
 
 
 def rank_name(tp_rank: int, dp_rank: int = 0) -> str:
@@ -51,8 +60,6 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
     import torch
 
-    from sglang.srt.managers.scheduler import Scheduler
-    from sglang.srt.managers.scheduler_io import SchedulerIO
     from sglang.srt.plugins import load_plugins, plugin_manifest
     from sglang.srt.runtime_context import get_schedule, publish
 
@@ -61,6 +68,10 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
     torch.set_num_threads(threads or max(1, cores // per_node))
     load_plugins()
     publish(server_args, role="scheduler")
+    # resolved after the hooks applied: a REPLACE of the Scheduler (or SchedulerIO) class is what this rank builds
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.managers.scheduler_io import SchedulerIO
+
     io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
     scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io, dp_rank=dp_rank)
     if scheduler.tp_worker.model_runner.device.type == "cpu":

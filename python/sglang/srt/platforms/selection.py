@@ -53,7 +53,8 @@ def torch_build_backends() -> frozenset[str] | None:
 
 def built_backends(version_py: str) -> frozenset[str] | None:
     """The fields ``cuda``, ``hip`` and ``xpu`` that a torch ``version.py`` at ``version_py`` sets to a non-empty
-    constant (a CPU wheel sets all three to ``None``); ``None`` when the file cannot be read or parsed."""
+    constant (a CPU wheel sets all three to ``None``); ``None`` when the file cannot be read or parsed, or does not
+    assign all three (an older torch, which the caller then imports and asks)."""
     import ast
 
     try:
@@ -61,7 +62,7 @@ def built_backends(version_py: str) -> frozenset[str] | None:
             tree = ast.parse(f.read(), version_py)
     except (OSError, SyntaxError, ValueError):
         return None
-    built = set()
+    built, named = set(), set()
     for node in tree.body:
         if isinstance(node, ast.AnnAssign):
             targets, value = [node.target], node.value
@@ -70,9 +71,11 @@ def built_backends(version_py: str) -> frozenset[str] | None:
         else:
             continue
         for t in targets:
-            if isinstance(t, ast.Name) and t.id in ("cuda", "hip", "xpu") and isinstance(value, ast.Constant) and value.value:
-                built.add(t.id)
-    return frozenset(built)
+            if isinstance(t, ast.Name) and t.id in ("cuda", "hip", "xpu"):
+                named.add(t.id)
+                if not isinstance(value, ast.Constant) or value.value:  # anything but a falsy constant: a build
+                    built.add(t.id)
+    return frozenset(built) if len(named) == 3 else None
 
 
 def accelerator_device() -> tuple[str, str] | None:
