@@ -11,7 +11,6 @@ second; children die with the engine.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import multiprocessing as mp
 import shutil
@@ -24,6 +23,7 @@ from sglang.srt.entrypoints.engine_args import Prompt, from_call
 from sglang.srt.entrypoints.ranks import LocalRanks, PortArgs
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError, rid_in_use
 from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager, load_tokenizer_and_defaults
+from sglang.utils.background import in_background
 from sglang.utils.env import env_number
 from sglang.utils.lifecycle import Closing
 
@@ -44,20 +44,6 @@ async def _wait_event(event: asyncio.Event, seconds: float) -> None:
             await asyncio.wait_for(event.wait(), seconds)
     except asyncio.TimeoutError:
         pass
-
-
-def _in_background(fn: Any, *args: Any, name: str) -> concurrent.futures.Future[Any]:
-    """``fn(*args)`` on a daemon thread; its result or exception through the returned future."""
-    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-    def run() -> None:
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as exc:
-            fut.set_exception(exc)
-
-    threading.Thread(target=run, daemon=True, name=name).start()
-    return fut
 
 
 READY_TIMEOUT_S = env_number("SGLANG_ENGINE_READY_TIMEOUT", 600.0, float, minimum=0.0)
@@ -157,7 +143,7 @@ class Engine(Closing):
             self.local.spawn(run_detokenizer_process, (server_args, port_args), "sglang-detokenizer")
             # the tokenizer manager's tokenizer is read while the ranks start (this thread only waits on their pipes),
             # on a daemon thread: a launch that fails meanwhile exits without waiting for it
-            loading = _in_background(load_tokenizer_and_defaults, server_args, name="sglang-tokenizer-load")
+            loading = in_background(load_tokenizer_and_defaults, server_args, name="sglang-tokenizer-load")
         self.info = self._wait_ready()
         if server_args.node_rank != 0:
             return  # other nodes only host scheduler ranks
