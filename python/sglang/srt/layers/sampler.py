@@ -173,7 +173,7 @@ def _search(weights: torch.Tensor, uniforms: list[float]) -> list[int]:
     # in float64: float32 boundaries shifted each token's chance (about 3e-4 in total variation over 49,152 tokens) and
     # left thousands of the least probable unreachable
     cdf = weights.double().cumsum(-1)
-    u = torch.tensor(uniforms, dtype=torch.float64) * cdf[:, -1]
+    u = torch.tensor(uniforms, dtype=torch.float64, device=cdf.device) * cdf[:, -1]
     picks = torch.searchsorted(cdf, u[:, None], right=True)[:, 0].tolist()
     n = weights.shape[1]
     for j, i in enumerate(picks):
@@ -200,9 +200,10 @@ def sample_rows(logits: torch.Tensor, samplers: list[RequestSampler], rows: list
         i = rows[0]
         return [sample_row(logits[i], samplers[i].params, samplers[i].generator, i)]
     params = [samplers[i].params for i in rows]
-    x = logits.index_select(0, torch.tensor(rows)).float()  # a copy: [R, V]
-    x.div_(torch.tensor([p.temperature for p in params], dtype=torch.float32)[:, None])  # what sample_row's x / t gives, bit for bit
-    ks = torch.tensor([p.top_k for p in params])
+    dev = logits.device
+    x = logits.index_select(0, torch.tensor(rows, device=dev)).float()  # a copy: [R, V]
+    x.div_(torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)[:, None])  # on CPU exactly sample_row's x / t
+    ks = torch.tensor([p.top_k for p in params], device=dev)
     if bool((ks > 0).any()):
         top = x.topk(int(ks.max().clamp(max=x.shape[1])), dim=-1).values
         kth = top.gather(1, (ks.clamp(min=1, max=top.shape[1]) - 1)[:, None])
@@ -213,19 +214,19 @@ def sample_rows(logits: torch.Tensor, samplers: list[RequestSampler], rows: list
         r = int((~finite).nonzero()[0, 0])
         raise SamplingError(rows[r], f"the probabilities of request row {rows[r]} are not finite (temperature {params[r].temperature}); "
                                      "the request fails")
-    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype)
+    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype, device=dev)
     if bool((min_p > 0).any()):
         probs.masked_fill_(probs < min_p[:, None] * probs.amax(-1, keepdim=True), 0)
     out: list[int | None] = [None] * len(rows)
     nuc = [r for r, p in enumerate(params) if p.top_p < 1]
     if nuc:  # top-p: among each row's first NUCLEUS_TRIES candidates where their mass passes top_p, else row by row
-        top_p = torch.tensor([params[r].top_p for r in nuc], dtype=probs.dtype)[:, None]
+        top_p = torch.tensor([params[r].top_p for r in nuc], dtype=probs.dtype, device=dev)[:, None]
         v, ix = _rows(probs, nuc).topk(min(NUCLEUS_TRIES[0] or probs.shape[1], probs.shape[1]), dim=-1)
         cs = v.cumsum(-1)
         ok = ((cs[:, -1:] > top_p) | (v[:, -1:] <= 0))[:, 0].tolist()  # nucleus()'s first try, row by row
         us = [_uniform(samplers[rows[r]].generator) for r in nuc]
         picks = _search(v * (cs - v <= top_p), us)
-        tokens = ix.gather(1, torch.tensor(picks)[:, None])[:, 0].tolist()
+        tokens = ix.gather(1, torch.tensor(picks, device=dev)[:, None])[:, 0].tolist()
         for j, r in enumerate(nuc):
             if ok[j] or v.shape[1] == probs.shape[1]:
                 out[r] = tokens[j]
