@@ -80,6 +80,13 @@ def test_files_it_cannot_read_are_refused_with_the_reason(tmp_path):
     assert int.from_bytes(aligned[at : at + 4], "little") == 64
     aligned[at : at + 4] = (12).to_bytes(4, "little")  # the gguf package's writer refuses to write this
     cases["align.gguf"] = (bytes(aligned), "not a positive multiple of 8")
+    # the token array's strings (read in one loop): one not UTF-8, and the file cut inside the array
+    tokens = bytearray(good)
+    at = tokens.index("\u4e2d\u6587".encode())
+    tokens[at] = 0xFF
+    cases["utf8.gguf"] = (bytes(tokens), f"a string at byte {at} is not UTF-8")
+    cut = good.index("\u0120b".encode()) + 1
+    cases["cut.gguf"] = (good[:cut], "runs past the end|truncated")
     for name, (data, why) in cases.items():
         p = tmp_path / name
         p.write_bytes(data)

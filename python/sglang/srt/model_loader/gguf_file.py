@@ -27,6 +27,7 @@ VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 
 # value type -> struct code (scalars); 8 is a string, 9 an array
+_U64 = struct.Struct("<Q")
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
 _STRING, _ARRAY = 8, 9
@@ -78,13 +79,35 @@ class _Cursor:
         self.pos = end
         return s
 
+    def strings(self, n: int) -> list[str]:
+        """``n`` strings in a row, as :meth:`string` reads them one by one (the same checks and errors), in one local
+        loop: a vocabulary and its merges (98,052 strings in the default model) took 0.2 s a process through string()."""
+        buf, pos, size, unpack = self.buf, self.pos, len(self.buf), _U64.unpack_from
+        out: list[str] = []
+        append = out.append
+        try:
+            for _ in range(n):
+                (k,) = unpack(buf, pos)
+                pos += 8
+                end = pos + k
+                if end > size:
+                    raise GGUFFormatError(f"{self.path}: a string of {k} bytes at byte {pos} runs past the end")
+                append(str(buf[pos:end], "utf-8"))
+                pos = end
+        except struct.error:
+            raise GGUFFormatError(f"{self.path}: truncated at byte {pos}") from None
+        except UnicodeDecodeError as exc:
+            raise GGUFFormatError(f"{self.path}: a string at byte {pos} is not UTF-8 ({exc.reason})") from None
+        self.pos = pos
+        return out
+
     def value(self, vtype: int) -> Any:
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
             etype, n = self.scalar("I"), self.scalar("Q")
             if etype == _STRING:
-                return [self.string() for _ in range(n)]
+                return self.strings(n)
             if etype in _NUMPY:
                 import numpy as np
 
