@@ -56,7 +56,7 @@ DENSE_PENALTY_MIN = (1024, 256)
 def _penalize(logits: torch.Tensor, s: RequestSampler) -> None:
     """Apply ``s``'s penalties and logit bias in place to one row [V]; :func:`penalize_with`'s views use the dicts."""
     p = s.params
-    dense = getattr(s, "dense", False)
+    dense = s.dense
     if p.repetition_penalty != 1.0:
         if dense and (s.seen_mask is not None or len(s.prompt_tokens) + len(s.counts) >= DENSE_PENALTY_MIN[0]):
             if s.seen_mask is None:
@@ -109,18 +109,31 @@ NUCLEUS_TRIES = (64, 1024, 0)
 
 
 def _filtered(logits: torch.Tensor, p: Any, row: int) -> torch.Tensor:
-    """Probabilities ``[V]`` after temperature, top-k, softmax and min-p (top-p not yet applied)."""
-    x = logits.float() / p.temperature
-    if p.top_k > 0:
-        kth = torch.topk(x, min(p.top_k, x.numel())).values[-1]
-        x = x.masked_fill(x < kth, float("-inf"))
+    """Probabilities ``[V]`` of one row after temperature, top-k, softmax and min-p (top-p not yet applied)."""
+    return _filtered_rows(logits[None], [p], [row])[0]
+
+
+def _filtered_rows(logits: torch.Tensor, params: list[Any], rows: list[int]) -> torch.Tensor:
+    """:func:`_filtered` for each row of ``logits`` [R, V] with its own parameters (``rows``: the batch rows they
+    are, for errors), the tensor work done once for all of them; a new tensor."""
+    dev = logits.device
+    x = logits.float() / torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)[:, None]
+    ks = torch.tensor([p.top_k for p in params], device=dev)
+    if bool((ks > 0).any()):
+        top = x.topk(int(ks.max().clamp(max=x.shape[1])), dim=-1).values
+        kth = top.gather(1, (ks.clamp(min=1, max=top.shape[1]) - 1)[:, None])
+        x.masked_fill_(x < torch.where(ks[:, None] > 0, kth, torch.full_like(kth, float("-inf"))), float("-inf"))
     probs = torch.softmax(x, -1)
     # parameters are validated; this guards what a hook or a model may produce. A softmax is never infinite (an infinite
     # or NaN logit makes NaNs), so the sum tells: 30x cheaper than isfinite(probs).all() on 49,152 floats
-    if not bool(torch.isfinite(probs.sum())):
-        raise SamplingError(row, f"the probabilities of request row {row} are not finite (temperature {p.temperature}); the request fails")
-    if p.min_p > 0:
-        probs = probs.masked_fill(probs < p.min_p * probs.max(), 0)
+    finite = torch.isfinite(probs.sum(-1))
+    if not bool(finite.all()):
+        r = int((~finite).nonzero()[0, 0])
+        raise SamplingError(rows[r], f"the probabilities of request row {rows[r]} are not finite (temperature {params[r].temperature}); "
+                                     "the request fails")
+    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype, device=dev)
+    if bool((min_p > 0).any()):
+        probs.masked_fill_(probs < min_p[:, None] * probs.amax(-1, keepdim=True), 0)
     return probs
 
 
@@ -201,22 +214,7 @@ def sample_rows(logits: torch.Tensor, samplers: list[RequestSampler], rows: list
         return [sample_row(logits[i], samplers[i].params, samplers[i].generator, i)]
     params = [samplers[i].params for i in rows]
     dev = logits.device
-    x = logits.index_select(0, torch.tensor(rows, device=dev)).float()  # a copy: [R, V]
-    x.div_(torch.tensor([p.temperature for p in params], dtype=torch.float32, device=dev)[:, None])  # on CPU exactly sample_row's x / t
-    ks = torch.tensor([p.top_k for p in params], device=dev)
-    if bool((ks > 0).any()):
-        top = x.topk(int(ks.max().clamp(max=x.shape[1])), dim=-1).values
-        kth = top.gather(1, (ks.clamp(min=1, max=top.shape[1]) - 1)[:, None])
-        x.masked_fill_(x < torch.where(ks[:, None] > 0, kth, torch.full_like(kth, float("-inf"))), float("-inf"))
-    probs = torch.softmax(x, -1)
-    finite = torch.isfinite(probs.sum(-1))  # as in _filtered
-    if not bool(finite.all()):
-        r = int((~finite).nonzero()[0, 0])
-        raise SamplingError(rows[r], f"the probabilities of request row {rows[r]} are not finite (temperature {params[r].temperature}); "
-                                     "the request fails")
-    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype, device=dev)
-    if bool((min_p > 0).any()):
-        probs.masked_fill_(probs < min_p[:, None] * probs.amax(-1, keepdim=True), 0)
+    probs = _filtered_rows(logits.index_select(0, torch.tensor(rows, device=dev)), params, rows)
     out: list[int | None] = [None] * len(rows)
     nuc = [r for r, p in enumerate(params) if p.top_p < 1]
     if nuc:  # top-p: among each row's first NUCLEUS_TRIES candidates where their mass passes top_p, else row by row

@@ -29,12 +29,12 @@ def run_entry(entry: str, *args: Any, **kwargs: Any) -> None:
     and call it. This module imports no torch and no model code, so the launcher spawns its ranks without importing
     the scheduler itself (about 2 s of start-up on a 2-core host, and the HTTP process's share of memory); the child
     resolves the function through its module, as unpickling a reference to it did."""
-    import importlib
     import traceback
 
-    module, _, name = entry.partition(":")
+    from sglang.plugin_core.discovery import import_qualname
+
     try:
-        fn = getattr(importlib.import_module(module), name)
+        fn = import_qualname(entry)
     except BaseException:  # report it as a rank's start-up error (args end with the rank's pipe: see the entries)
         pipe = args[-1] if args and hasattr(args[-1], "send") else None
         if pipe is not None:

@@ -270,7 +270,7 @@ class OpenAIServing:
         try:
             for i, st in enumerate(states):
                 first, sent, n_sent, offset = True, "", 0, 0
-                pids = prompts[i // req.n] if echo and prompts is not None else None
+                pids = prompts[i // req.n] if echo and prompts is not None else None  # the echoed prompt
                 # what of each delta may go out now: all of it, what cannot open a <tool_call> block, or (a forced call) nothing
                 release = (lambda d: d) if not tools else StreamSplitter().feed if plan.json_schema is None else (lambda d: "")  # type: ignore[union-attr]
                 async for c in self.engine.stream_request(st):
