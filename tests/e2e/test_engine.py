@@ -82,6 +82,34 @@ def test_async_generate_equals_sync(engine):
     assert one["text"] == sync["text"] == "".join(parts) and len(parts) > 2  # streamed as it is generated
 
 
+def test_stream_chunks_carry_only_the_new_part_and_wait_request_builds_nothing(engine):
+    """The OpenAI streams read the manager's chunk records (new text and ids, lengths so far), not upstream's cumulative
+    results; joined they are the whole answer, and their lengths count up to it. Cancelling a wait aborts the request."""
+    tm = engine.tokenizer_manager
+    p = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True, "logprobs": True}
+    full = engine.generate("Count: one, two,", p)
+
+    async def run():
+        st = await engine.aopen_request("Count: one, two,", p, stream=True)
+        chunks = [c async for c in engine.stream_chunks(st)]
+        waited = await engine.wait_request(await engine.aopen_request("Count: one, two,", p))
+        long = await engine.aopen_request("Tell me a long story.", {"max_new_tokens": 2000, "ignore_eos": True})
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(engine.wait_request(long), 0.5)
+        return st, chunks, waited, long
+
+    st, chunks, waited, long = asyncio.run(run())
+    assert len(chunks) >= 8 and "".join(c["text"] for c in chunks) == full["text"]
+    assert sum(len(c["token_ids"]) for c in chunks) == len(full["output_ids"]) == chunks[-1]["n_out"]
+    assert [c["n_out"] for c in chunks] == sorted(c["n_out"] for c in chunks) and chunks[-1]["finished"] is not None
+    assert engine.result(st)["meta_info"]["output_token_logprobs"] == full["meta_info"]["output_token_logprobs"]
+    assert waited.finished is not None and waited.text == full["text"]
+    deadline = time.monotonic() + 60  # the cancelled wait aborted the long request (2000 tokens take far longer)
+    while time.monotonic() < deadline and long.rid in tm.states:
+        time.sleep(0.05)
+    assert long.rid not in tm.states and long.finished is not None and len(long.output_ids) < 2000
+
+
 def test_a_caller_cancelled_while_its_request_is_being_submitted_leaves_nothing_running(engine):
     """The HTTP server cancels the coroutine of a client that disconnected; if that lands while the submit
     thread is still tokenizing, the request the thread then sends must be aborted, not run on unread."""

@@ -285,9 +285,10 @@ class Engine(Closing):
             raise st.error
         return self._result(st)
 
-    def _take(self, st: ReqState, sent: int) -> tuple[list[dict[str, Any]], int, bool]:
-        """Chunks after ``sent``, the new count, and whether the request is done (raises its error)."""
-        out = [{**self._result(st, c), "delta": c["text"]} for c in st.chunks[sent:]]
+    def _take(self, st: ReqState, sent: int, raw: bool = False) -> tuple[list[dict[str, Any]], int, bool]:
+        """Chunks after ``sent`` (upstream's cumulative results, or ``raw``: the manager's own chunk records), the new
+        count, and whether the request is done (raises its error)."""
+        out = st.chunks[sent:] if raw else [{**self._result(st, c), "delta": c["text"]} for c in st.chunks[sent:]]
         sent += len(out)
         if st.error is not None:
             raise st.error
@@ -355,8 +356,7 @@ class Engine(Closing):
             return self.stream_request(states[0])
         try:
             for st in states:
-                async for _ in self.stream_request(st):
-                    pass
+                await self.wait_request(st)
         finally:
             for st in states:  # cancelled while a batch runs: none of it runs on unread
                 self._abort_if_open(st)
@@ -392,8 +392,23 @@ class Engine(Closing):
         return st
 
     def stream_request(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
-        """Chunks of an opened request; leaving the iteration early aborts the request."""
+        """Chunks of an opened request, each upstream's cumulative result (text, ids, log-probabilities so far) with its
+        ``delta``; leaving the iteration early aborts the request."""
         return self._astream(st)
+
+    def stream_chunks(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
+        """``stream_request`` without the cumulative results: each of the manager's chunk records as it arrives
+        (``text``: the new text, ``token_ids``, ``finished``, ``text_len`` and ``n_out``: the text's and the output
+        ids' lengths with it, ``meta``). A chunk costs O(its tokens), so a long stream with log-probabilities stays
+        linear; for consumers that read the new part only (the OpenAI streams). Leaving early aborts the request."""
+        return self._astream(st, raw=True)
+
+    async def wait_request(self, st: ReqState) -> ReqState:
+        """Wait for an opened request to finish (raises its error), building no results on the way; cancelling the
+        wait aborts the request."""
+        async for _ in self._astream(st, raw=True):
+            pass
+        return st
 
     result = _result
 
@@ -405,12 +420,12 @@ class Engine(Closing):
         st.aevent.clear()
         st.event.clear()
 
-    async def _astream(self, st: ReqState) -> AsyncIterator[dict[str, Any]]:
+    async def _astream(self, st: ReqState, raw: bool = False) -> AsyncIterator[dict[str, Any]]:
         sent, done = 0, False
         try:
             while not done:
                 await self._await(st)
-                out, sent, done = self._take(st, sent)
+                out, sent, done = self._take(st, sent, raw)
                 for chunk in out:
                     yield chunk
         finally:

@@ -113,8 +113,7 @@ def build_app(engine: Any, server_args: ServerArgs) -> FastAPI:
     @app.get("/health_generate", response_class=PlainTextResponse)
     async def health_generate() -> Response:
         st = await engine.aopen_request(input_ids=[tm.tokenizer.bos_token_id or 1], sampling_params={"max_new_tokens": 1})
-        async for _ in engine.stream_request(st):
-            pass
+        await engine.wait_request(st)
         return PlainTextResponse("")
 
     @app.get("/v1/models")

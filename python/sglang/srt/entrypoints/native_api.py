@@ -124,8 +124,7 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
 
         async def finish() -> Any:
             for st in states:
-                async for _ in engine.stream_request(st):
-                    pass
+                await engine.wait_request(st)
             out = [shaped(engine.result(st), req.return_text_in_logprobs) for st in states]
             return out if req.batch_size is not None else out[0]
 

@@ -185,8 +185,7 @@ class OpenAIServing:
             return states, rid, created, self._stream(states, rid, created, obj, req, plan, prompts)
         try:
             for st in states:
-                async for _ in self.engine.stream_request(st):
-                    pass
+                await self.engine.wait_request(st)
         finally:  # cancelled (the client went away) or failed: no choice keeps running
             for st in states:
                 if st.finished is None and st.error is None:
@@ -273,9 +272,9 @@ class OpenAIServing:
                 pids = prompts[i // req.n] if echo and prompts is not None else None  # the echoed prompt
                 # what of each delta may go out now: all of it, what cannot open a <tool_call> block, or (a forced call) nothing
                 release = (lambda d: d) if not tools else StreamSplitter().feed if plan.json_schema is None else (lambda d: "")  # type: ignore[union-attr]
-                async for c in self.engine.stream_request(st):
-                    reason = finish_reason(st.finished) if c["meta_info"]["finish_reason"] is not None else None
-                    text = release(c["delta"])
+                async for c in self.engine.stream_chunks(st):  # new text and ids only: linear in a long stream
+                    reason = finish_reason(st.finished) if c["finished"] is not None else None
+                    text = release(c["text"])
                     calls: list[ParsedCall] = []
                     if tools and reason is not None:  # the output is complete: send what was held, as content or calls
                         content, calls = self._tool_result(plan, st.text)  # type: ignore[arg-type]
@@ -283,7 +282,7 @@ class OpenAIServing:
                         reason = "tool_calls" if calls else reason
                     sent += text
                     if text or first or reason:
-                        ids, lp = c["output_ids"][n_sent:], None
+                        ids, lp = st.output_ids[n_sent:c["n_out"]], None
                         if want_lp and chat:
                             lp = chat_logprobs(self._token_str, ids, st.logprobs[n_sent:n_sent + len(ids)])
                         elif want_lp:
