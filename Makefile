@@ -52,8 +52,10 @@ run: install
 	-$(PY) -m sglang.srt.layers.cpu_kernels
 	$(VENV)/bin/sglang serve
 
-test: install-test kernels
+lint: install-test
 	$(VENV)/bin/ruff check python tests bench examples
+
+test: lint kernels
 	$(PY) -m pytest -q
 
 # The fast tier: no compiler, no subprocess, no model; under a minute on 2 cores.
