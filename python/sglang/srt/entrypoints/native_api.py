@@ -123,8 +123,13 @@ def install_native_routes(app: FastAPI, engine: Any, server_args: ServerArgs, co
             return _sse(events())
 
         async def finish() -> Any:
-            for st in states:
-                await engine.wait_request(st)
+            try:
+                for st in states:
+                    await engine.wait_request(st)
+            finally:  # cancelled or failed while waiting for one: the others must not run on
+                for st in states:
+                    if st.finished is None and st.error is None:
+                        tm.abort(st.rid)
             out = [shaped(engine.result(st), req.return_text_in_logprobs) for st in states]
             return out if req.batch_size is not None else out[0]
 

@@ -87,9 +87,14 @@ class ReqState:
                             "n_out": len(self.output_ids), "meta": meta})
 
     def wake(self) -> None:
+        """Wake the sync and async waiters. A waiter whose event loop has closed (its Engine user is gone) is
+        skipped: the receive thread goes on to the batch's other requests."""
         self.event.set()
-        if self.loop is not None and self.aevent is not None:
-            self.loop.call_soon_threadsafe(self.aevent.set)
+        if self.loop is not None and self.aevent is not None and not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(self.aevent.set)
+            except RuntimeError:  # closed between the check and the call
+                pass
 
 
 class TokenizerManager:

@@ -273,7 +273,7 @@ class OpenAIServing:
                 # what of each delta may go out now: all of it, what cannot open a <tool_call> block, or (a forced call) nothing
                 release = (lambda d: d) if not tools else StreamSplitter().feed if plan.json_schema is None else (lambda d: "")  # type: ignore[union-attr]
                 async for c in self.engine.stream_chunks(st):  # new text and ids only: linear in a long stream
-                    reason = finish_reason(st.finished) if c["finished"] is not None else None
+                    reason = finish_reason(c["finished"])  # the chunk's own: st.finished may be ahead of it
                     text = release(c["text"])
                     calls: list[ParsedCall] = []
                     if tools and reason is not None:  # the output is complete: send what was held, as content or calls
