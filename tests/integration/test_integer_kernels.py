@@ -22,6 +22,7 @@ from helpers.kernel_families import load_family_or_skip
 from sglang.host import cpu_flags
 from sglang.srt.layers.cpu_kernels.build import load_decode_kernels
 from sglang.srt.layers.cpu_kernels.isa import FAMILIES
+from sglang.srt.layers.onednn_linear import packs
 from sglang.srt.layers.q4_packed import pack_i8, pack_q8_i8, q4_blocks, q8_blocks
 
 pytestmark = [pytest.mark.compiler]
@@ -183,8 +184,12 @@ def test_the_default_arithmetic_is_the_measured_plan_for_this_cpu_at_each_batch_
     plan = host_gguf_math(load_decode_kernels().FAMILY)
     assert f"GGUF kernels: {plan.format()}" in caplog.text
     layer = model.layers[0]
-    for rows in (1, 2, 8, 9, 64, 65, 300):
+    for rows in (1, 2, 8, 9, 32, 33, 64, 65, 300):
         math = plan.for_batch(rows)
+        if math == "bf16":  # the amx family above its integer buckets: every product on oneDNN's bfloat16 GEMM
+            kernels = [layer.mlp.gate_up_proj, layer.mlp.down_proj, layer.self_attn.qkv_proj, layer.self_attn.o_proj, model.lm_head]
+            assert {lk.kernel_for_batch(m.kernel, rows) for m in kernels} == {"onednn_bf16"}
+            continue
         assert lk.kernel_for_batch(layer.mlp.gate_up_proj.kernel, rows) == ("q4_f32" if math == "float32" else "q4_i8")
         down = {"float32": "f32", "mixed": "f32", "mixed16": "i16", "int8": "i8"}[math]  # qkv, down and the head alike
         assert lk.kernel_for_batch(layer.mlp.down_proj.kernel, rows) == f"q4_{down}"
@@ -209,20 +214,20 @@ def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
     from sglang.srt.layers import linear_kernels as lk
 
-    # float32 at 1 row and above 64, mixed at 2-64
+    # float32 at 1 row and above 32, mixed at 2-32
     _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 2.0, 2.0), "mixed": (1.5, 1.0, 1.0, 3.0)})
     model = tiny_llama(torch.float32, 4, 2, False, seed=4, tied=True)
     fmt = apply_weight_format(model, q4_checkpoint(model, 4), q8_embedding(model, 4), "gguf_q4")
     gu, o, qkv = model.layers[0].mlp.gate_up_proj.kernel, model.layers[0].self_attn.o_proj.kernel, model.layers[0].self_attn.qkv_proj.kernel
-    want = {1: "q4_f32", 2: "q4_i8", 64: "q4_i8", 65: "q4_f32", 500: "q4_f32"}
+    want = {1: "q4_f32", 2: "q4_i8", 32: "q4_i8", 33: "q4_f32", 500: "q4_f32"}
     assert {n: lk.kernel_for_batch(gu, n) for n in want} == want and {n: lk.kernel_for_batch(o, n) for n in want} == want
     assert isinstance(gu, lk.BySize) and gu.tiers[0].weight is gu.rest.weight  # one float32 copy, two bounds
     assert gu.nbytes() == gu.tiers[0].nbytes() + gu.tiers[1].nbytes()
     assert qkv.kind == "q4_f32" and fmt.layers["lm_head"] == "q8_f32"
-    assert fmt.layers["layers.0.mlp.gate_up_proj"] == "q4_f32 (<= 1 rows), q4_i8 (<= 64 rows), q4_f32 (more rows)"
+    assert fmt.layers["layers.0.mlp.gate_up_proj"] == "q4_f32 (<= 1 rows), q4_i8 (<= 32 rows), q4_f32 (more rows)"
 
 
-@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16", "int8/avx2"])
+@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16", "int8/avx2", "bf16"])
 @pytest.mark.parametrize("batch,first_token", [(1, False), (1, True), (5, False), (37, False)])
 def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, first_token, plan):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
@@ -233,9 +238,11 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     # int8/avx2: the plan built from the avx2 family's library (every x86-64 CPU here has it), whatever the host's
     plan, _, plan_family = plan.partition("/")
     kernels = load_family_or_skip(plan_family) if plan_family else load_decode_kernels()
-    if plan in ("int8", "mixed16"):
+    if plan == "bf16" and not packs(torch.bfloat16):
+        pytest.skip("the bf16 arithmetic: oneDNN has no bfloat16 GEMM on this CPU (it needs AVX-512 BF16 or AMX)")
+    if plan in ("int8", "mixed16", "bf16"):
         monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", plan)
-    else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >64, float32 else
+    else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >32, float32 else
         _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 1.0, 2.0), "mixed": (2.0, 1.0, 2.0, 1.0)})
     bias = batch == 5  # one case with a qkv bias (added by the product's own groups in the one-region step)
     model = tiny_llama(torch.float32, 6, 2, bias, seed=batch, tied=True)
@@ -260,11 +267,12 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
         eager = model.forward(fb.input_ids, fb.positions, fb, attn)
         decode_plan = model.build_decode_plan(kernels, pool)
         fused = model.forward_decode_plan(decode_plan, fb)
-    # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers
-    assert decode_plan.runs_in_one_region(batch) == (plan != "by_size")
+    # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers, bf16
+    # oneDNN's products
+    assert decode_plan.runs_in_one_region(batch) == (plan not in ("by_size", "bf16"))
     # and with an integer LM head (int8, and mixed16's int8 head) the final norm and the head run in it too
     head = model.lm_head.kernel.kind
-    assert decode_plan.fuses_head(batch, batch) == (plan != "by_size" and head in ("q8_i8", "q8_i16")), head
+    assert decode_plan.fuses_head(batch, batch) == (plan not in ("by_size", "bf16") and head in ("q8_i8", "q8_i16")), head
     assert fused.shape == eager.shape == (batch, model.lm_head.embedding.vocab_size)
     # the fused head indexes the residual stream with `rows`: a row outside the batch, or a plan that does not
     # fuse, is an error before the step runs, never a read out of bounds
@@ -289,6 +297,8 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     rel = [((f - e).norm() / e.norm()).item() for f, e in zip(fused, eager)]
     if plan == "mixed16":
         assert max(rel) < 0.02 and sorted(rel)[len(rel) // 2] < 3e-4, rel
+    elif plan == "bf16":  # an activation a float32 rounding apart may round to the neighbouring bfloat16 (2^-8 of it)
+        assert max(rel) < 0.01 and sorted(rel)[len(rel) // 2] < 2e-3, rel
     else:
         assert sum(r < 1e-5 for r in rel) >= 0.9 * batch, rel
     assert all(((f - x).norm() / x.norm()).item() < 0.05 for f, x in zip(fused, exact))

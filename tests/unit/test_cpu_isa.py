@@ -28,15 +28,22 @@ def test_the_best_family_the_cpu_has_is_chosen():
     assert choose(VNNI, None).family.name == "avx512_vnni"
     assert choose(VNNI, "auto").family.name == "avx512_vnni"
     assert supported(VNNI) == ["avx512_vnni", "avx2"] and supported(AVX2) == ["avx2"]
+    assert supported(AMX) == ["amx", "avx512_vnni", "avx2"]
+    # AMX tiles without AVX512-BF16, or tiles without the bfloat16 ones: the AVX-512 family
+    assert choose(VNNI - {"avx512_bf16"} | {"amx_tile", "amx_bf16"}, None).family.name == "avx512_vnni"
+    assert choose(VNNI | {"amx_tile", "amx_int8"}, None).family.name == "avx512_vnni"
     # AVX-512 without VNNI (Skylake-X) runs the avx2 family
     assert choose(AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq"}, None).family.name == "avx2"
 
 
-def test_the_reason_names_the_flags_and_amx_is_reported_not_used():
+def test_an_amx_cpu_runs_the_amx_family_and_the_reason_names_the_flags():
     c = choose(AMX, None)
-    assert c.family.name == "avx512_vnni"
-    assert "avx512_vnni" in c.reason and "SGLANG_CPU_ISA unset" in c.reason and "amx_int8 present" in c.reason
-    assert c.format().startswith("avx512_vnni (the best this CPU has: ")
+    assert c.family.name == "amx"
+    assert "amx_bf16, amx_tile" in c.reason and "SGLANG_CPU_ISA unset" in c.reason
+    assert c.format().startswith("amx (the best this CPU has: ")
+    # its library is the AVX-512 one's sources and flags (the tiles are oneDNN's), built apart
+    assert FAMILIES["amx"].cflags == FAMILIES["avx512_vnni"].cflags and FAMILIES["amx"].features > FAMILIES["avx512_vnni"].features
+    assert choose(AMX, "avx512_vnni").family.name == "avx512_vnni"
 
 
 def test_a_forced_family_is_honoured_when_the_cpu_has_it():
@@ -48,8 +55,10 @@ def test_a_forced_family_the_cpu_lacks_is_refused_naming_the_missing_flags():
     with pytest.raises(IsaError, match=r"SGLANG_CPU_ISA=avx512_vnni: this CPU lacks avx512_vnni, avx512bw, avx512dq, avx512f, avx512vl; "
                                        r"it runs avx2 \(unset SGLANG_CPU_ISA"):
         choose(AVX2, "avx512_vnni")
-    with pytest.raises(IsaError, match="'amx' is not a kernel family: use auto or one of avx512_vnni, avx2"):
-        choose(AMX, "amx")
+    with pytest.raises(IsaError, match="'amx512' is not a kernel family: use auto or one of amx, avx512_vnni, avx2"):
+        choose(AMX, "amx512")
+    with pytest.raises(IsaError, match=r"SGLANG_CPU_ISA=amx: this CPU lacks amx_bf16, amx_tile; it runs avx512_vnni, avx2"):
+        choose(VNNI, "amx")
     with pytest.raises(IsaError, match="need at least avx2, fma and f16c; run with --fused-decode off and --quantization none"):
         choose(frozenset({"sse2", "avx"}), None)
 
@@ -74,8 +83,8 @@ def test_the_kernel_cache_key_holds_the_cpu_feature_set(monkeypatch):
 
 
 EPYC = "AMD EPYC"
-# a made-up run (ms per bucket 1 / 2-8 / 9-64 / >64): mixed 1.02x at 1 row (a tie), 1.25x at 2-8, 1.10x at 9-64,
-# 0.89x above 64; int8 fastest everywhere but under the quality bar
+# a made-up run (ms per bucket 1 / 2-8 / 9-32 / >32): mixed 1.02x at 1 row (a tie), 1.25x at 2-8, 1.10x at 9-32,
+# 0.89x above 32; int8 fastest everywhere but under the quality bar
 RUN = Measured(EPYC, "bench", {"float32": (10.0, 40.0, 100.0, 400.0), "mixed": (9.8, 32.0, 90.9, 450.0),
                                "int8": (7.0, 20.0, 60.0, 250.0)})
 
@@ -89,16 +98,24 @@ def mixed_passes(monkeypatch):
     monkeypatch.setattr(isa, "HELD", {})
 
 
-def test_only_arithmetics_that_meet_the_quality_bar_at_every_batch_size_are_candidates():
+def test_an_arithmetic_is_a_candidate_where_it_meets_the_quality_bar():
     assert eligible(PASSING) == ["float32", "mixed"]  # int8: 96.5% < 98%
     assert eligible({"float32": (100.0,) * 4, "mixed": (99.0,) * 4, "int8": (98.5,) * 4}) == ["float32", "mixed", "int8"]
     assert eligible({"float32": (100.0,) * 4, "mixed": (99.0, 99.0, 97.9, 99.0)}) == ["float32"]  # under the bar in one
+    # bucket by bucket: a candidate where it was measured to meet the bar
+    under_in_one = {"float32": (100.0,) * 4, "mixed": (99.0, None, 97.9, 99.0)}
+    assert [eligible(under_in_one, bucket=b) for b in range(4)] == [["float32", "mixed"], ["float32"], ["float32"], ["float32", "mixed"]]
     assert eligible({"float32": (100.0,) * 4, "mixed": (99.0, None, 99.0, 99.0)}) == ["float32"]  # not measured in one
 
 
 def test_a_bucket_goes_to_its_clear_winner_and_a_tie_to_the_usual_winner():
+    # per-bucket candidates: mixed out at 2-8, so float32 takes it (a lone candidate wins nothing); mixed and float32
+    # then won one bucket each, so the 1-row tie goes to the most exact
+    assert pick(RUN.ms, (["float32", "mixed"], ["float32"], ["float32", "mixed"], ["float32", "mixed"])) == \
+        ("float32", "float32", "mixed", "float32")
+    assert pick(RUN.ms, (["float32"], ["float32"], ["float32"], ["int8"])) == ("float32", "float32", "float32", "int8")
     allowed = ["float32", "mixed"]
-    # 1 row: a tie (2%), taken by mixed, which won 2-8 and 9-64 outright; >64: float32 wins outright
+    # 1 row: a tie (2%), taken by mixed, which won 2-8 and 9-32 outright; >32: float32 wins outright
     assert pick(RUN.ms, allowed) == ("mixed", "mixed", "mixed", "float32")
     assert pick(RUN.ms, ["float32", "mixed", "int8"]) == ("int8",) * 4  # allowed, int8 is the fastest by far
     # margin 1.2: only 2-8 is won outright (by mixed); every other bucket ties and goes to mixed
@@ -109,7 +126,7 @@ def test_a_bucket_goes_to_its_clear_winner_and_a_tie_to_the_usual_winner():
     assert pick({}, allowed) == ("float32",) * 4
 
 
-@pytest.mark.parametrize("rows,bucket", [(1, 0), (2, 1), (8, 1), (9, 2), (64, 2), (65, 3), (4096, 3)])
+@pytest.mark.parametrize("rows,bucket", [(1, 0), (2, 1), (8, 1), (9, 2), (32, 2), (33, 3), (4096, 3)])
 def test_each_batch_size_runs_its_buckets_arithmetic(monkeypatch, mixed_passes, rows, bucket):
     monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))
     slow_at_1 = Measured(EPYC, "bench", {**RUN.ms, "mixed": (11.0, 32.0, 90.9, 450.0)})
@@ -117,8 +134,8 @@ def test_each_batch_size_runs_its_buckets_arithmetic(monkeypatch, mixed_passes, 
     plan = gguf_math("avx512_vnni", EPYC, None)
     assert plan.by_bucket == ("float32", "mixed", "mixed", "float32")
     assert plan.for_batch(rows) == plan.by_bucket[bucket]
-    assert plan.tiers() == [(1, "float32"), (64, "mixed"), (0, "float32")]  # neighbouring buckets merged
-    assert plan.format().startswith("by batch rows 1: float32, 2-8: mixed, 9-64: mixed, >64: float32 (fastest measured on this CPU")
+    assert plan.tiers() == [(1, "float32"), (32, "mixed"), (0, "float32")]  # neighbouring buckets merged
+    assert plan.format().startswith("by batch rows 1: float32, 2-8: mixed, 9-32: mixed, >32: float32 (fastest measured on this CPU")
 
 
 def test_a_cpu_model_measured_itself_wins_over_another_of_its_family(monkeypatch, mixed_passes):
@@ -175,15 +192,24 @@ def test_a_family_without_a_measurement_keeps_the_exact_weights(monkeypatch, mix
     assert plan.format().startswith("float32 math (no measurement for the avx2 family")
 
 
-def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
-    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))  # mixed faster at 2-64 rows, but not measured everywhere
+def test_an_arithmetic_runs_only_where_it_was_measured_to_meet_the_bar(monkeypatch):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))  # mixed faster at 2-32 rows, but not measured at 9-32
     monkeypatch.setattr(isa, "AGREEMENT", {"float32": (100.0,) * 4, "mixed": (99.4, 99.4, None, 99.4), "int8": (None, 96.48, None, 96.48)})
+    monkeypatch.setattr(isa, "HELD", {})
+    # 2-8: mixed outright; 9-32: float32 alone (no win); >32: float32 outright; 1 row ties and goes to the most exact
+    assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("float32", "mixed", "float32", "float32")
+
+
+def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
+    monkeypatch.setitem(MEASURED, "avx512_vnni", (RUN,))
+    monkeypatch.setattr(isa, "AGREEMENT", {"float32": (100.0,) * 4, "mixed": (97.4, 97.4, None, 97.4), "int8": (None, 96.48, None, 96.48)})
     monkeypatch.setattr(isa, "HELD", {})
     plan = gguf_math("avx512_vnni", EPYC, None)
     assert plan.by_bucket == ("float32",) * 4
-    assert "the only candidate (top-1 agreement >= 98% measured at every batch size, not held): mixed: not measured at " \
-           "9-64 rows; mixed16: not measured at 1, 2-8, 9-64, >64 rows; int8: 96.48% at 2-8 rows, 96.48% at >64 rows, not measured " \
-           "at 1, 9-64 rows;" in plan.reason
+    assert "the only candidate (top-1 agreement >= 98% measured at each batch size, not held): mixed: 97.4% at 1 rows, " \
+           "97.4% at 2-8 rows, 97.4% at >32 rows, not measured at 9-32 rows; mixed16: not measured at 1, 2-8, 9-32, >32 rows; " \
+           "bf16: not measured at 1, 2-8, 9-32, >32 rows; int8: 96.48% at 2-8 rows, 96.48% at >32 rows, not measured at 1, " \
+           "9-32 rows;" in plan.reason
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -192,8 +218,8 @@ def test_the_shipped_table_only_picks_arithmetics_that_meet_the_bar(family):
     for run in MEASURED[family]:
         assert set(run.ms) <= set(isa.MATHS) and all(len(v) == len(BUCKETS) for v in run.ms.values())
         plan = gguf_math(family, run.cpu, None)
-        assert set(plan.by_bucket) <= set(eligible())
-        assert plan.by_bucket == pick(run.ms, [m for m in eligible() if m not in isa.HELD])
+        assert all(m in eligible(bucket=b) for b, m in enumerate(plan.by_bucket))
+        assert plan.by_bucket == pick(run.ms, tuple([m for m in eligible(bucket=b) if m not in isa.HELD] for b in range(len(BUCKETS))))
 
 
 def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(monkeypatch):
@@ -201,7 +227,7 @@ def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(m
     monkeypatch.setattr(isa, "AGREEMENT", PASSING)
     monkeypatch.setattr(isa, "HELD", {"mixed": "held for review"})
     plan = gguf_math("avx512_vnni", EPYC, None)
-    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; mixed16: not measured at 1, 2-8, 9-64, >64 rows; int8: 96.5% at 1 rows" in plan.reason
+    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; mixed16: not measured at 1, 2-8, 9-32, >32 rows; bf16: not measured at 1, 2-8, 9-32, >32 rows; int8: 96.5% at 1 rows" in plan.reason
     assert gguf_math("avx512_vnni", EPYC, "mixed").by_bucket == ("mixed",) * 4
     monkeypatch.setattr(isa, "HELD", {})
     assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("mixed", "mixed", "mixed", "float32")
@@ -216,7 +242,7 @@ def test_a_forced_arithmetic_runs_at_every_batch_size(family):
 
 
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
-    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH=.fp16.: use auto or one of float32, mixed, mixed16, int8"):
+    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH=.fp16.: use auto or one of float32, mixed, mixed16, bf16, int8"):
         gguf_math("avx2", EPYC, "fp16")
 
 

@@ -74,3 +74,44 @@ def test_float32_blocks_are_packed_in_the_c_kernels_layout():
     # byte i of a block: weight i in the low nibble, weight i + 16 in the high one (GGUF's order)
     assert torch.equal(nib[:, :16] & 15, q[:, :16]) and torch.equal(nib[:, :16] >> 4, q[:, 16:32])
     assert torch.equal(sm[..., 0], scale) and torch.equal(sm[..., 1], mn)
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1"])
+def test_the_bf16_copies_are_the_exact_weights_rounded_once(kind):
+    from sglang.srt.layers.q4_packed import dequant_q4_bf16, dequant_q8_bf16
+
+    t = getattr(gguf.GGMLQuantizationType, kind)
+    raw = quantize(np.random.default_rng(2).standard_normal((1100, 96)).astype(np.float32), t)  # past one 1,024-row band
+    exact = torch.from_numpy(dequantize(raw, t))
+    assert torch.equal(dequant_q4_bf16(*q4_blocks(raw, kind, 96)), exact.to(torch.bfloat16))
+    raw8 = quantize(np.random.default_rng(3).standard_normal((4100, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    exact8 = torch.from_numpy(dequantize(raw8, gguf.GGMLQuantizationType.Q8_0))
+    assert torch.equal(dequant_q8_bf16(*q8_blocks(raw8, 64)), exact8.to(torch.bfloat16))
+
+
+# the model's shapes (qkv, o, gate_up, down) and odd ones (N not a multiple of 16, K of one and three blocks)
+BF16_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536), (67, 64), (13, 96), (9, 32)]
+
+
+@pytest.mark.parametrize("n,k", BF16_SHAPES)
+def test_the_bf16_kernel_is_the_float32_sum_of_bfloat16_products(n, k):
+    from sglang.srt.layers.linear_kernels import OneDNNBF16
+    from sglang.srt.layers.onednn_linear import packs, prepack
+
+    if not packs(torch.bfloat16):
+        pytest.skip("the bf16 arithmetic (amx family): oneDNN has no bfloat16 GEMM on this CPU (it needs AVX-512 BF16 or AMX)")
+    gen = torch.Generator().manual_seed(n * k)
+    w = torch.randn(n, k, generator=gen).to(torch.bfloat16)
+    bias = torch.randn(n, generator=gen)
+    kernel = OneDNNBF16(prepack(w, 64), n, k)
+    for rows in (1, 3, 17, 64, 300):
+        x = torch.randn(rows, k, generator=gen)
+        y = kernel(x, bias)
+        assert y.dtype == torch.float32 and y.shape == (rows, n)
+        # bfloat16 x bfloat16 products are exact in float32 and oneDNN sums them in float32, then rounds the product to
+        # bfloat16 (its output type; half an ulp: 2^-9 of it) before the float32 bias: this reference up to that
+        ref = torch.nn.functional.linear(x.to(torch.bfloat16).double(), w.double())
+        torch.testing.assert_close((y - bias).double(), ref, rtol=2**-8, atol=1e-4 * k**0.5)
+        # and against the float32 product, the rounding of x and w to 8 bits of mantissa
+        full = torch.nn.functional.linear(x, w.float(), bias)
+        assert ((y - full).norm() / full.norm()).item() < 1e-2

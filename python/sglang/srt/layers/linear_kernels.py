@@ -22,6 +22,8 @@ kind            weight                                                      batc
 ``q4_i16``      the ``q4_i8`` weights, int16 activations (int16 dot products)  any
 ``q8_i16``      the ``q8_i8`` weights, int16 activations                       any
 ``int8_rows``   per-row int8 for bfloat16 LM heads (torch's int8 kernel)      bounded
+``onednn_bf16`` bfloat16 weights in oneDNN's layout for a float32 model: the   any
+                rows cast to bfloat16, the product (AMX tiles) back to float32
 ==============  ==========================================================  ===========
 
 :class:`BySize` composes kernels by batch rows (the first whose ``max_batch`` admits the batch).
@@ -90,6 +92,22 @@ class OneDNN(LinearKernel):
         from sglang.srt.layers.onednn_linear import onednn_linear
 
         return onednn_linear(x, self.weight, bias)
+
+
+class OneDNNBF16(LinearKernel):
+    """A float32 layer computed in bfloat16 (``bf16`` arithmetic): ``packed`` is the bfloat16 weight in oneDNN's
+    layout; each call rounds its float32 rows to bfloat16 and returns float32: oneDNN sums the exact products in
+    float32 and rounds each output to bfloat16 (its output type), which is then widened and the bias added."""
+
+    kind = "onednn_bf16"
+
+    def __init__(self, packed: torch.Tensor, out_features: int, in_features: int) -> None:
+        super().__init__(packed, None, out_features, in_features)
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        from sglang.srt.layers.onednn_linear import onednn_linear
+
+        return _add(onednn_linear(x.to(torch.bfloat16), self.weight, None).to(x.dtype), bias)
 
 
 def _cpu_kernels() -> Any:

@@ -12,6 +12,8 @@ A GGUF Q4 block holds 32 weights of one row: ``w = scale * q + mn`` with
 - float32 models on an integer arithmetic: the blocks repacked in groups of 8 output rows
   (``pack_i8``, ``pack_q8_i8``) for the integer kernels: ``q4_linear_i8`` / ``q8_linear_i8`` and, on the same
   tensors, ``q4_linear_i16`` / ``q8_linear_i16`` (``SGLANG_CPU_GGUF_MATH`` ``mixed``, ``mixed16``, ``int8``).
+- float32 models on the ``bf16`` arithmetic (the ``amx`` family's batches): the blocks dequantized once to
+  bfloat16 (``dequant_q4_bf16``, ``dequant_q8_bf16``) for oneDNN's bfloat16 GEMM (AMX tiles).
 
 Which layer uses which is decided in one place: ``weight_format``.
 """
@@ -100,6 +102,26 @@ def pack_f32(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> tuple[to
     blocks = q.view(n, k // GROUP, 2, GROUP // 2)  # per block: weights 0-15, then 16-31
     nib = (blocks[:, :, 0] | (blocks[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
     return nib, torch.stack([scale, mn], dim=-1).float().contiguous()
+
+
+def dequant_q4_bf16(q: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
+    """Q4 blocks -> bfloat16 [N, K] (``bf16`` arithmetic): each weight's exact float32 value ``fma(scale, q, min)``
+    rounded once to bfloat16. One output row band at a time, so the float32 intermediate stays small."""
+    n, k = q.shape
+    out = torch.empty(n, k, dtype=torch.bfloat16)
+    for r in range(0, n, 1024):
+        qb = q[r : r + 1024].view(-1, k // GROUP, GROUP).float()
+        out[r : r + 1024] = torch.addcmul(mn[r : r + 1024, :, None].float(), qb, scale[r : r + 1024, :, None].float()).view(-1, k)
+    return out
+
+
+def dequant_q8_bf16(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Q8_0 blocks (int8 [N, K], scale [N, K/32]) -> bfloat16 [N, K], through the exact float32 value, a band at a time."""
+    n, k = q.shape
+    out = torch.empty(n, k, dtype=torch.bfloat16)
+    for r in range(0, n, 4096):
+        out[r : r + 4096] = (q[r : r + 4096].view(-1, k // GROUP, GROUP).float() * scale[r : r + 4096, :, None].float()).view(-1, k)
+    return out
 
 
 def _place(t: torch.Tensor, arena: Arena | None) -> torch.Tensor:

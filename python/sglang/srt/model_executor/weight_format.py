@@ -13,7 +13,8 @@ The rule, on a CPU (other devices keep dense weights and ``F.linear``):
   kept. ``cpu_kernels.isa.gguf_math`` picks the arithmetic of those kernels per batch-size bucket
   (a measured table per kernel family; ``SGLANG_CPU_GGUF_MATH`` forces one): ``int8`` runs every layer and
   the head on ``q4_i8``/``q8_i8`` (repacked copies), ``mixed`` only ``INT8_IN_MIXED``, ``mixed16`` ``INT8_IN_MIXED16`` and
-  the rest on ``q4_i16``/``q8_i16`` (int16 activations, the same repacked copies); a layer whose
+  the rest on ``q4_i16``/``q8_i16`` (int16 activations, the same repacked copies), ``bf16`` every layer and the head
+  on bfloat16 copies of the blocks (``onednn_bf16``: oneDNN's GEMM, AMX tiles); a layer whose
   arithmetic differs between buckets gets a ``BySize`` of both kernels. bfloat16 models use torch's int4 kernel up to ``PackedQ4Config.max_batch`` rows and dense
   weights above (``int4_bf16`` then ``onednn``/``dense``), the LM head per-row int8 the same way.
 - no method (``--quantization none``): dense weights, packed once into oneDNN's layout where this CPU
@@ -117,9 +118,12 @@ INT8_IN_MIXED16 = (*INT8_IN_MIXED, "lm_head")
 
 def activation(math: str, name: str) -> str:
     """What module ``name`` (``lm_head`` for the head) multiplies its weights with under arithmetic ``math``:
-    ``f32`` (the exact weights decoded to float32), ``i8`` or ``i16`` (activations quantized per block of 32)."""
+    ``f32`` (the exact weights decoded to float32), ``i8`` or ``i16`` (activations quantized per block of 32) or
+    ``bf16`` (bfloat16 weights and activations, float32 sums)."""
     if math == "int8":
         return "i8"
+    if math == "bf16":
+        return "bf16"
     if name.rpartition(".")[2] in {"mixed": INT8_IN_MIXED, "mixed16": INT8_IN_MIXED16}.get(math, ()):
         return "i8"
     return "i16" if math == "mixed16" else "f32"
@@ -143,6 +147,13 @@ def by_tiers(tiers: list[tuple[int, str]], make: Callable[[str], lk.LinearKernel
     return lk.BySize(bounded, built[merged[-1][1]])
 
 
+def _bf16(weight: torch.Tensor) -> lk.LinearKernel:
+    """The ``bf16`` arithmetic's kernel of a bfloat16 ``weight`` [N, K], packed once for oneDNN."""
+    from sglang.srt.layers.onednn_linear import prepack
+
+    return lk.OneDNNBF16(prepack(weight, 64), weight.shape[0], weight.shape[1])
+
+
 class _Pass:
     def __init__(self, method: str | None, quant_config: Any, dtype: torch.dtype, device: torch.device) -> None:
         from sglang.srt.layers import onednn_linear
@@ -162,6 +173,9 @@ class _Pass:
 
             plan = isa.host_gguf_math(load_decode_kernels().FAMILY)
             self.tiers = plan.tiers()
+            if any(m == "bf16" for _, m in self.tiers) and not onednn_linear.packs(torch.bfloat16):
+                raise ValueError(f"{isa.MATH_ENV}: the bf16 arithmetic needs oneDNN's bfloat16 GEMM, which this CPU lacks "
+                                 f"(it needs AVX-512 BF16 or AMX); use {isa.MATH_ENV}=auto")
             self.auto_kv_dtype = isa.auto_kv_dtype(plan)
             logger.info("GGUF kernels: %s; KV cache %s under --kv-cache-dtype auto", plan.format(), self.auto_kv_dtype)
 
@@ -188,14 +202,19 @@ class _Pass:
         return None, False
 
     def linear(self, lin: Any, q4: tuple[torch.Tensor, ...] | None, name: str = "") -> tuple[lk.LinearKernel | None, bool]:
-        from sglang.srt.layers.q4_packed import pack, pack_f32, pack_i8
+        from sglang.srt.layers.q4_packed import dequant_q4_bf16, pack, pack_f32, pack_i8
 
         if q4 is not None and self.exact_q:
-            n = q4[0].shape[0]
+            n, k = q4[0].shape
             packed = functools.cache(lambda: pack_i8(*q4, arena=self.arena))  # one repacked copy for the int8 and int16 kernels
             integer = {"i8": lk.Q4I8, "i16": lk.Q4I16}
-            return by_tiers([(most, activation(m, name)) for most, m in self.tiers],
-                            lambda act: integer[act](*packed(), n) if act in integer else lk.Q4F32(*pack_f32(*q4))), True
+
+            def make(act: str) -> lk.LinearKernel:
+                if act in integer:
+                    return integer[act](*packed(), n)
+                return _bf16(dequant_q4_bf16(*q4)) if act == "bf16" else lk.Q4F32(*pack_f32(*q4))
+
+            return by_tiers([(most, activation(m, name)) for most, m in self.tiers], make), True
         if q4 is not None and self.method == "gguf_q4" and self.dtype == torch.bfloat16:
             n, k = q4[0].shape
             small = lk.Int4BF16(*pack(*q4), n, k, self.max_batch)
@@ -206,12 +225,17 @@ class _Pass:
     def q8_head(self, q: torch.Tensor, scale: torch.Tensor) -> lk.LinearKernel:
         """The float32 kernel of a tied LM head on the embedding's Q8_0 blocks (the int8 one holds a repacked copy;
         the embedding keeps looking rows up in the blocks)."""
-        from sglang.srt.layers.q4_packed import pack_q8_i8
+        from sglang.srt.layers.q4_packed import dequant_q8_bf16, pack_q8_i8
 
         packed = functools.cache(lambda: pack_q8_i8(q, scale, arena=self.arena))
         integer = {"i8": lk.Q8I8, "i16": lk.Q8I16}
-        return by_tiers([(most, activation(m, "lm_head")) for most, m in self.tiers],
-                        lambda act: integer[act](*packed(), q.shape[0]) if act in integer else lk.Q8F32(q, scale))
+
+        def make(act: str) -> lk.LinearKernel:
+            if act in integer:
+                return integer[act](*packed(), q.shape[0])
+            return _bf16(dequant_q8_bf16(q, scale)) if act == "bf16" else lk.Q8F32(q, scale)
+
+        return by_tiers([(most, activation(m, "lm_head")) for most, m in self.tiers], make)
 
     def lm_head(self, head: Any, embed_q8: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[lk.LinearKernel | None, bool]:
         emb = head.embedding

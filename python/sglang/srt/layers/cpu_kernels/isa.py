@@ -8,8 +8,10 @@ register state, i.e. when XCR0 enables it): the best family the CPU has, or the 
 ``SGLANG_CPU_ISA`` names (``auto``, the default, picks). A family the CPU lacks is refused with
 :class:`IsaError`, before anything runs an instruction the CPU would fault on.
 
-AMX (``amx_tile``/``amx_int8``) has no family yet: no AMX kernel has been tested on an AMX machine,
-so none is selectable; an AMX CPU runs ``avx512_vnni``. Stdlib only (``import sglang`` stays light).
+``amx`` is the ``avx512_vnni`` library (the same sources and flags, built as its own library) plus AMX tile
+products for batches: the ``bf16`` arithmetic below runs every linear layer through oneDNN's bfloat16 GEMM,
+which uses AMX tiles where the CPU has them (``amx_tile``/``amx_bf16``; oneDNN asks the kernel for the tile
+state itself). Its measured table decides at which batch sizes. Stdlib only (``import sglang`` stays light).
 """
 
 from __future__ import annotations
@@ -34,18 +36,21 @@ class Family:
     summary: str
 
 
+_VNNI_FEATURES = frozenset({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"})
+_VNNI_FLAGS = ("-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni",
+               "-mprefer-vector-width=256")
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("avx512_vnni", frozenset({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}),
-               ("-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni",
-                "-mprefer-vector-width=256"),
-               "AVX-512F/BW/VL/DQ + VNNI: int8 dot products by vpdpbusd"),
+        # the C++ library is avx512_vnni's; the tiles are oneDNN's (its bfloat16 GEMM), so no AMX compiler flag
+        Family("amx", _VNNI_FEATURES | {"avx512_bf16", "amx_tile", "amx_bf16"}, _VNNI_FLAGS,
+               "AVX-512 VNNI kernels, and AMX bfloat16 tiles (oneDNN) for the batches its table gives them"),
+        Family("avx512_vnni", _VNNI_FEATURES, _VNNI_FLAGS, "AVX-512F/BW/VL/DQ + VNNI: int8 dot products by vpdpbusd"),
         Family("avx2", frozenset({"avx2", "fma", "f16c"}), ("-mavx2", "-mfma", "-mf16c"),
                "AVX2 + FMA + F16C: int8 dot products by vpmaddubsw + vpmaddwd"),
     )
 }
-PREFERENCE = ("avx512_vnni", "avx2")  # best first
+PREFERENCE = ("amx", "avx512_vnni", "avx2")  # best first
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,6 @@ def choose(flags: frozenset[str], forced: str | None) -> Choice:
     """The family for a CPU with ``flags``; ``forced`` is ``SGLANG_CPU_ISA``'s value (None/``auto``: the best).
 
     Raises ``IsaError`` for an unknown name, a family the CPU lacks, or a CPU with no family."""
-    extra = "; amx_int8 present but no AMX family is built (untested)" if "amx_int8" in flags else ""
     forced = (forced or "auto").strip().lower()
     if forced != "auto":
         fam = FAMILIES.get(forced)
@@ -76,13 +80,13 @@ def choose(flags: frozenset[str], forced: str | None) -> Choice:
         if missing:
             raise IsaError(f"{ENV}={forced}: this CPU lacks {', '.join(missing)}; it runs {', '.join(supported(flags)) or 'none'}"
                            f" (unset {ENV} to pick the best)")
-        return Choice(fam, f"forced by {ENV}{extra}")
+        return Choice(fam, f"forced by {ENV}")
     names = supported(flags)
     if not names:
         raise IsaError(f"this CPU has none of the kernel families ({', '.join(PREFERENCE)}): the CPU kernels need at least "
                        "avx2, fma and f16c; run with --fused-decode off and --quantization none")
     fam = FAMILIES[names[0]]
-    return Choice(fam, f"the best this CPU has: {', '.join(sorted(fam.features & flags))}; {ENV} unset{extra}")
+    return Choice(fam, f"the best this CPU has: {', '.join(sorted(fam.features & flags))}; {ENV} unset")
 
 
 def host_choice() -> Choice:
@@ -96,16 +100,20 @@ def host_choice() -> Choice:
 # float32 models compute on the GGUF's Q4 blocks in one of four arithmetics (``weight_format.activation`` says
 # which layer multiplies what): ``float32`` (the exact weights), ``mixed`` (int8 activations for ``o`` and
 # ``gate_up`` only), ``mixed16`` (those and the LM head, int16 activations for the rest) or ``int8``
-# (every layer and the LM head). Each batch-size bucket runs the one that measured fastest on the CPU among
-# those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one arithmetic at every size.
+# (every layer and the LM head), or ``bf16`` (every layer and the head on bfloat16 copies of the blocks'
+# weights, the rows rounded to bfloat16, float32 sums rounded to bfloat16: oneDNN's GEMM, AMX tiles; only a
+# table that timed it, the ``amx`` family's, picks it). Each batch-size bucket runs the one that measured fastest
+# on the CPU among those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one at every size.
 MATH_ENV = "SGLANG_CPU_GGUF_MATH"
-MATHS = ("float32", "mixed", "mixed16", "int8")  # most exact first
+MATHS = ("float32", "mixed", "mixed16", "bf16", "int8")  # most exact first
 # (label, the most rows in the bucket; 0: any): a batch goes to the first bucket that admits it (a prefill
-# counts its prompt tokens, so one request's prefill and decode steps fall in different buckets)
-BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">64", 0))
+# counts its prompt tokens, so one request's prefill and decode steps fall in different buckets). Each bucket is
+# timed at one batch (1 / 4 / 32 / 128 rows); the third ends at 32 because on the AMX Xeon bf16 and mixed16 cross
+# there (equal at 32 rows, bf16 1.3x at 48 and 1.5x at 64): a bucket up to 64 timed at 32 would hide that.
+BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-32", 32), (">32", 0))
 # Teacher-forced top-1 agreement with the float32 reference, %, per bucket (None: not measured there), the lowest
 # any CPU measured: ``bench/quality.py --configs default@MATH --tokens 32 --group G`` scores G-row decode steps after
-# one prefill of G prompts (16 prompts x 32 positions; --group 8 and 16 also prefill above 64 rows). float32 is the
+# one prefill of G prompts (16 prompts x 32 positions; --group 8 and 16 also prefill above 32 rows). float32 is the
 # exact weights (100% by construction). mixed on the AVX-512 EPYC (float32 KV): 99.41% at --group 1 and 8, 99.80% at
 # 16; on the AVX2-only EPYC: 98.24% / 98.83% at 1 / 8 with a float32 KV, and as the default with its bfloat16 KV
 # (auto_kv_dtype) 98.83% / 98.83% / 98.63% at 1 / 8 / 16 (a few near ties in 512 positions either way).
@@ -115,12 +123,17 @@ BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-64", 64), (">6
 # 98.83% / 98.83% / 98.63%: the float sums around the integer products differ by family, so near ties do), and
 # after the softmax moved to whole vectors (its sums in another order; the products' bits unchanged) 98.05% /
 # 98.24% / 98.24% at KL 0.00136-0.00137 (0.00139 before): the same distribution, a few different near ties, one
-# position in 512 above the bar at one row. int8: 96.48% with --group 8. An arithmetic is a candidate only once
-# it meets the bar in every bucket: a request crosses buckets, so the bar must hold wherever its steps land.
+# position in 512 above the bar at one row. int8: 96.48% with --group 8. bf16 on the AMX Xeon (family 6 model 167,
+# bfloat16 KV): 98.05% / 97.85% / 98.44% at --group 1 / 8 / 16, KL 0.00064-0.00068 (half mixed16's 0.00137 in the
+# same runs, whose agreement was 98.05% / - / 98.24%): the closer distribution, one near tie in 512 under the bar
+# at 8 rows. An arithmetic is a candidate in a bucket only where it meets the bar there (None: not measured, so
+# not a candidate): a request crosses buckets, so the bar must hold wherever its steps land, and it does when
+# each step's arithmetic was measured to meet it at that step's batch size.
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
     "mixed": (98.24, 98.83, 98.63, 98.83),
     "mixed16": (98.05, 98.24, 98.24, 98.24),
+    "bf16": (98.05, 97.85, 98.44, 98.44),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
@@ -159,6 +172,17 @@ class Measured:
 # fallback): each printed by its ``command`` (one batch per bucket: 1 / 4 / 32 / 128 rows), pasted as printed.
 # docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
+    # the 2-core Intel Xeon with AMX (family 6 model 167 under KVM: AVX-512 VNNI/BF16/FP16, amx_tile/bf16/int8), quiet:
+    # the integer kernels as on the AVX-512 EPYC (mixed16 1.4-1.8x mixed), and oneDNN's bfloat16 GEMM on AMX tiles
+    # 1.69x mixed16 at 128 rows, equal at 32 (1.29x / 1.46x at 48 / 64 rows in a second run: bench/decode_step.py
+    # --best --maths mixed16,bf16 --batches 16,32,48,64), 0.81x at 16 and 3.3x slower at one row (oneDNN's
+    # bfloat16 path is a GEMM, not a GEMV): mixed16 up to 32 rows, bf16 above
+    "amx": (
+        Measured(cpu="Intel(R) Xeon(R) Processor (family 6 model 167)",
+                 command="bench/decode_step.py --best --maths float32,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
+                 ms={"float32": (12.4, 20.7, 88.2, 352.5), "mixed": (9.2, 16.3, 65.5, 282.2), "mixed16": (5.2, 9.8, 41.1, 201.4),
+                     "bf16": (17.2, 19.3, 41.4, 119.5), "int8": (4.9, 7.9, 41.4, 187.4)}),
+    ),
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):
     # mixed16 wins every bucket
@@ -197,25 +221,31 @@ def for_cpu(runs: Sequence[_Run], cpu: str) -> _Run | None:
     return next((r for r in runs if r.cpu == cpu), runs[0] if runs else None)
 
 
-def eligible(agreement: dict[str, tuple[float | None, ...]] | None = None, bar: float = QUALITY_BAR) -> list[str]:
-    """The arithmetics whose answers meet the quality bar in every bucket (``agreement``: ``AGREEMENT``), most exact first."""
+def eligible(agreement: dict[str, tuple[float | None, ...]] | None = None, bar: float = QUALITY_BAR,
+             bucket: int | None = None) -> list[str]:
+    """The arithmetics whose answers meet the quality bar in bucket ``bucket`` (an index of ``BUCKETS``; None: in
+    every bucket) by ``agreement`` (``AGREEMENT``), most exact first."""
     agreement = AGREEMENT if agreement is None else agreement
-    return [m for m in MATHS if m in agreement and all(a is not None and a >= bar for a in agreement[m])]
+    which = range(len(BUCKETS)) if bucket is None else (bucket,)
+    return [m for m in MATHS if m in agreement and all((a := agreement[m][b]) is not None and a >= bar for b in which)]
 
 
-def pick(ms: dict[str, tuple[float, ...]], allowed: list[str], margin: float = MARGIN) -> tuple[str, ...]:
-    """One arithmetic of ``allowed`` (most exact first) per bucket, from the step times ``ms``.
+def pick(ms: dict[str, tuple[float, ...]], allowed: Sequence[str] | Sequence[Sequence[str]],
+         margin: float = MARGIN) -> tuple[str, ...]:
+    """One arithmetic per bucket, from the step times ``ms``, of ``allowed`` (most exact first): one list for every
+    bucket, or one list per bucket (``eligible(bucket=b)``).
 
-    A bucket's candidates are the arithmetics within ``margin`` of its fastest: one candidate wins outright;
-    among several (a tie, as far as the measurement can tell) the arithmetic most buckets won outright is taken
-    if it is one of them, so that a request's answer does not change with its batch's size for nothing, else
-    the most exact."""
-    timed = [m for m in allowed if m in ms]
-    if not timed:
-        return (allowed[0],) * len(BUCKETS)
-    cands = [[m for m in timed if ms[m][b] <= margin * min(ms[x][b] for x in timed)] for b in range(len(BUCKETS))]
-    won = [c[0] for c in cands if len(c) == 1]
-    usual = max(timed, key=lambda m: (won.count(m), -timed.index(m)))  # ties: the most exact
+    A bucket's candidates are its allowed arithmetics within ``margin`` of its fastest (the allowed ones ``ms``
+    timed; none timed: its most exact): one candidate wins outright; among several (a tie, as far as the
+    measurement can tell) the arithmetic most buckets won outright is taken if it is one of them, so that a
+    request's answer does not change with its batch's size for nothing, else the most exact."""
+    per = [list(allowed)] * len(BUCKETS) if not allowed or isinstance(allowed[0], str) else [list(a) for a in allowed]
+    assert len(per) == len(BUCKETS) and all(per), "an allowed arithmetic for every bucket"
+    timed = [[m for m in a if m in ms] for a in per]
+    cands = [[m for m in t if ms[m][b] <= margin * min(ms[x][b] for x in t)] if t else [per[b][0]] for b, t in enumerate(timed)]
+    won = [c[0] for c, t in zip(cands, timed) if len(c) == 1 and len(t) > 1]  # a lone candidate won nothing
+    order = [m for m in MATHS if any(m in t for t in timed)]
+    usual = max(order, key=lambda m: (won.count(m), -order.index(m))) if order else None  # ties: the most exact
     return tuple(c[0] if len(c) == 1 else (usual if usual in c else c[0]) for c in cands)
 
 
@@ -259,15 +289,16 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
     if run is None:
         return MathPlan(("float32",) * len(BUCKETS), f"no measurement for the {family} family: the exact weights; "
                         f"{MATH_ENV}=mixed, mixed16 or int8 to try the integer kernels")
-    allowed = [m for m in eligible() if m not in HELD]
-    if len(allowed) == 1:
-        others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != allowed[0])
-        return MathPlan((allowed[0],) * len(BUCKETS), f"the only candidate (top-1 agreement >= {QUALITY_BAR:g}% measured at every "
+    allowed = [[m for m in eligible(bucket=b) if m not in HELD] for b in range(len(BUCKETS))]
+    if all(a == ["float32"] for a in allowed):
+        others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != "float32")
+        return MathPlan(("float32",) * len(BUCKETS), f"the only candidate (top-1 agreement >= {QUALITY_BAR:g}% measured at each "
                         f"batch size, not held): {others}; {MATH_ENV}=mixed, mixed16 or int8 forces the integer kernels")
     plan = pick(run.ms, allowed)
     where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
-    return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(allowed)} (top-1 agreement >= "
-                    f"{QUALITY_BAR:g}% at every batch size); {MATH_ENV}=float32 keeps the exact weights")
+    timed = [m for m in MATHS if m in run.ms and any(m in a for a in allowed)]
+    return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(timed)}, each where its top-1 agreement "
+                    f"is >= {QUALITY_BAR:g}%; {MATH_ENV}=float32 keeps the exact weights")
 
 
 PREFETCH_ENV = "SGLANG_CPU_WEIGHT_PREFETCH"
@@ -341,7 +372,7 @@ def auto_kv_dtype(plan: MathPlan) -> str:
 def _short_of_bar(math: str) -> str:
     """Where ``math``'s agreement misses the bar or was not measured (bench/quality.py --group measures it), or
     why it is held."""
-    if math in HELD and math in eligible():
+    if math in HELD and any(math in eligible(bucket=b) for b in range(len(BUCKETS))):
         return HELD[math]
     figures = AGREEMENT.get(math, (None,) * len(BUCKETS))
     low = [f"{a:g}% at {label} rows" for (label, _), a in zip(BUCKETS, figures) if a is not None and a < QUALITY_BAR]

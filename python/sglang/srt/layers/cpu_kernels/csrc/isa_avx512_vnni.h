@@ -10,7 +10,11 @@
 #include <immintrin.h>
 
 namespace isa {
+#if defined(SGLANG_ISA_AMX)
+constexpr const char* kFamily = "amx";  // this library, built for the amx family (its AMX tiles are oneDNN's)
+#else
 constexpr const char* kFamily = "avx512_vnni";
+#endif
 constexpr int kMaxRows = 8;
 // the wide shape of int8_linear.h / int16_linear.h: 32 registers hold a block's 8 unpacked vectors beside
 // the rows' chains (see isa_avx2.h for the lean one)

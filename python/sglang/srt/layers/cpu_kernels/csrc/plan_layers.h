@@ -72,8 +72,8 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& w, const at::Ten
 // One kernel of a linear layer, as sglang.srt.layers.linear_kernels describes
 // it (LinearKernel.spec): named fields, the same kernel the eager layer calls.
 struct KernelSpec {
-  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "q4_i16", "int4_bf16", "q8_f32", "q8_i8", "q8_i16", "int8_rows"
-  at::Tensor weight;   // dense [N, K] | oneDNN-packed | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4/q8_i8 and _i16: 8-row groups
+  std::string kind;    // "dense", "onednn", "q4_f32", "q4_i8", "q4_i16", "int4_bf16", "q8_f32", "q8_i8", "q8_i16", "int8_rows", "onednn_bf16"
+  at::Tensor weight;   // dense [N, K] | oneDNN-packed (onednn_bf16: bfloat16) | Q4 nibbles [N, K/2] | int4-packed | int8 [N, K] | q4/q8_i8 and _i16: 8-row groups
   at::Tensor scales;   // q4_f32: scale/min [N, K/32, 2]; int4_bf16: scales-and-zeros; q8_f32: [N, K/32]; int8_rows: [N];
                        // q4_i8/q4_i16: float16 [N/8, K/32, 2, 8]; q8_i8/q8_i16: float16 [N/8, K/32, 8]
   int64_t max_batch = 0;  // the most rows this kernel takes; 0: any
@@ -83,7 +83,8 @@ struct KernelSpec {
     at::Tensor y;
     if (kind == "onednn") return onednn_linear(x, weight, bias);
     if (kind == "dense") return at::linear(x, weight, bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt);
-    if (kind == "q4_f32") y = q4_linear_f32(x, weight, scales);
+    if (kind == "onednn_bf16") y = onednn_linear(x.to(at::kBFloat16), weight, at::Tensor()).to(x.scalar_type());
+    else if (kind == "q4_f32") y = q4_linear_f32(x, weight, scales);
     else if (kind == "q8_f32") y = q8_linear_f32(x, weight, scales);
     else if (kind == "q4_i8") y = q4_linear_i8(x, weight, scales, out_features);
     else if (kind == "q8_i8") y = q8_linear_i8(x, weight, scales, out_features);
