@@ -179,9 +179,9 @@ def print_measured(batches: list[int], table: dict[str, list[float]], args: argp
     cmd = f"bench/decode_step.py{' --best' if args.best else ''} --maths {args.maths} --batches {args.batches}"
     run = isa.Measured(cpu_model(), cmd, {m: tuple(v) for m, v in table.items()})  # type: ignore[misc]
     print(f"isa.MEASURED entry: {run!r}")
-    allowed = [m for m in isa.eligible() if m not in isa.HELD]
-    print(f"picks among {', '.join(allowed)} (held: {', '.join(isa.HELD) or 'none'}): "
-          + ", ".join(f"{label}: {m}" for (label, _), m in zip(isa.BUCKETS, isa.pick(run.ms, allowed))))
+    allowed = [[m for m in isa.eligible(bucket=b) if m not in isa.HELD] for b in range(len(isa.BUCKETS))]
+    print(f"picks (each bucket among its arithmetics at >= {isa.QUALITY_BAR:g}% agreement, held: {', '.join(isa.HELD) or 'none'}; "
+          "isa.measured_plan): " + ", ".join(f"{label}: {m}" for (label, _), m in zip(isa.BUCKETS, isa.measured_plan(run.ms, allowed))))
 
 
 def bucket_of(rows: int) -> int:

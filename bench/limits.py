@@ -21,14 +21,15 @@ Measures, in one process:
    head for one row (attention, norms and sampling excluded, so both ceilings are loose), its
    single-stream compute ceiling from the one-row peaks of 3 for the kernels it runs at one row, and its
    batch ceiling from the kernel peaks of 3 for the kernels it runs at 64 rows (``cpu_kernels/isa.py``
-   picks the GGUF arithmetic per batch size: float32 or int8 per layer) beside the best family's
-   all-int8 and all-float32 ceilings.
+   picks the GGUF arithmetic per batch size: float32, int8, int16 or bfloat16 per layer; the ``amx`` family
+   adds its bfloat16 product's peak, oneDNN's on AMX tiles) beside the best family's all-int8, all-float32 and
+   all-bfloat16 ceilings.
 
 Last, issue 27's throughput targets beside the ceiling that bounds each: concurrency 1 at 80% of the
 bandwidth's (against the lower single-stream ceiling) always; with ``--llama-cpp C1,C16`` (the
 ``llama-cpp-python`` server's tokens/s at concurrency 1 and 16, from one ``bench/serving.py`` run; C16 is the
 one a target needs) concurrency 16 at 15x; with ``--hf-64`` (Hugging Face in its fastest dtype at 64 requests,
-from ``bench/offline.py``) offline at 2x that, beside half the best family's all-int8 batch ceiling.
+from ``bench/offline.py``) offline at 2x that, and at half the best family's batch ceiling (its fastest arithmetic).
 """
 
 from __future__ import annotations
@@ -81,9 +82,18 @@ def family_peaks(m: int = 64, reps: int = 10) -> list[tuple[str, dict[str, float
     for fam in supported(cpu_flags()):
         ops = load_decode_kernels(FAMILIES[fam].name)
         best = {"f32": 0.0, "i8": 0.0, "i16": 0.0}
+        fns = [("f32", lambda o=ops: o.q4_linear_f32(x, *f32)), ("i8", lambda o=ops: o.q4_linear_i8(x, *i8, n)),
+               ("i16", lambda o=ops: o.q4_linear_i16(x, *i8, n))]
+        if fam == "amx":  # its bf16 arithmetic: oneDNN's bfloat16 GEMM (AMX tiles) on the blocks' bfloat16 copy
+            from sglang.srt.layers.linear_kernels import OneDNNBF16
+            from sglang.srt.layers.onednn_linear import prepack
+            from sglang.srt.layers.q4_packed import dequant_q4_bf16
+
+            bf = OneDNNBF16(prepack(dequant_q4_bf16(*blocks), 64), n, k)
+            best["bf16"] = 0.0
+            fns.append(("bf16", lambda b=bf: b(x, None)))
         for _ in range(reps):  # alternating, so noise hits all alike
-            for name, fn in (("f32", lambda o=ops: o.q4_linear_f32(x, *f32)), ("i8", lambda o=ops: o.q4_linear_i8(x, *i8, n)),
-                             ("i16", lambda o=ops: o.q4_linear_i16(x, *i8, n))):
+            for name, fn in fns:
                 t0 = time.perf_counter()
                 fn()
                 best[name] = max(best[name], m * n * k / (time.perf_counter() - t0))
@@ -93,7 +103,7 @@ def family_peaks(m: int = 64, reps: int = 10) -> list[tuple[str, dict[str, float
 
 def _arith(kernel: object) -> str:
     kind = getattr(kernel, "kind", "")
-    return kind.rpartition("_")[2] if kind.endswith(("_i8", "_i16")) else "f32"
+    return kind.rpartition("_")[2] if kind.endswith(("_i8", "_i16", "_bf16")) and kind != "int4_bf16" else "f32"
 
 
 def default_model_cost() -> tuple[int, int, dict[str, int], dict[str, int], str]:
@@ -105,7 +115,7 @@ def default_model_cost() -> tuple[int, int, dict[str, int], dict[str, int], str]
 
     runner = scheduler(max_total_tokens=4096).tp_worker.model_runner
     nbytes = flops = 0
-    macs = {"f32": 0, "i8": 0, "i16": 0}
+    macs = {"f32": 0, "i8": 0, "i16": 0, "bf16": 0}
     macs1 = dict(macs)
     for _, mod in runner.model.named_modules():
         kernel = getattr(mod, "kernel", None)
@@ -138,9 +148,9 @@ def main() -> None:
     print(f"default configuration ({summary}): {nbytes / 1e6:.1f} MB of weights read per decode step, "
           f"{flops / 1e6:.0f} MFLOP of products per token")
     for fam, pk in peaks:
-        print(f"kernel family {fam}: Q4 product at 64 rows, float32 {pk['f32']:.0f} GMAC/s, int8 {pk['i8']:.0f} GMAC/s "
-              f"({pk['i8'] / pk['f32']:.2f}x), int16 {pk['i16']:.0f} GMAC/s ({pk['i16'] / pk['f32']:.2f}x): a batch of the default "
-              f"model at most {' / '.join(f'{pk[a] * 1e9 / (flops / 2):.0f}' for a in ('f32', 'i8', 'i16'))} tokens/s")
+        kinds = [a for a in ("f32", "i8", "i16", "bf16") if a in pk]
+        print(f"kernel family {fam}: Q4 product at 64 rows, " + ", ".join(f"{a} {pk[a]:.0f} GMAC/s ({pk[a] / pk['f32']:.2f}x)" for a in kinds)
+              + f": a batch of the default model at most {' / '.join(f'{pk[a] * 1e9 / (flops / 2):.0f}' for a in kinds)} tokens/s")
     print(f"single stream ceiling (bandwidth): {step_floor * 1e3:.2f} ms a step, {1 / step_floor:.0f} tokens/s")
     print(f"any batch ceiling (float32 peak):  {compute_cap:.0f} tokens/s")
     single_cap = 1 / step_floor
@@ -149,17 +159,18 @@ def main() -> None:
 
         chosen = load_decode_kernels().FAMILY
         pk1 = next(p for fam, p in peaks1 if fam == chosen)
-        one_row = 1 / sum(macs1[a] / (pk1[a] * 1e9) for a in macs1)
+        one_row = 1 / sum(macs1[a] / (pk1[a] * 1e9) for a in macs1 if macs1[a])
         print(f"single stream ceiling (compute: {chosen}'s kernels at one row, weights in cache, f32 / i8 / i16 "
               f"{' / '.join(f'{pk1[a]:.1f}' for a in ('f32', 'i8', 'i16'))} GMAC/s): {1e3 / one_row:.2f} ms a step, "
               f"{one_row:.0f} tokens/s ({'below' if one_row < single_cap else 'above'} the bandwidth's)")
         single_cap = min(single_cap, one_row)
         pk = next(p for fam, p in peaks if fam == chosen)
-        mine = 1 / sum(macs[a] / (pk[a] * 1e9) for a in macs)
+        mine = 1 / sum(macs[a] / (pk[a] * 1e9) for a in macs if macs[a])
         share = ", ".join(f"{macs[a] / sum(macs.values()):.0%} {a}" for a in macs if macs[a])
         print(f"batch ceiling of the default's kernels at 64 rows ({chosen}; multiply-adds {share}): {mine:.0f} tokens/s; "
               f"the best family all int8 {max(p['i8'] for _, p in peaks) * 2e9 / flops:.0f}, all float32 "
-              f"{max(p['f32'] for _, p in peaks) * 2e9 / flops:.0f}")
+              f"{max(p['f32'] for _, p in peaks) * 2e9 / flops:.0f}"
+              + "".join(f", all bfloat16 (AMX) {p['bf16'] * 2e9 / flops:.0f}" for f, p in peaks if "bf16" in p))
         compute_cap = mine
     rows = []
     if args.llama_cpp:
@@ -169,7 +180,8 @@ def main() -> None:
     if args.hf_64:
         rows.append(("offline 64 >= 2x HF", 2 * args.hf_64, compute_cap))
         if peaks:
-            rows.append(("offline 64 >= 50% all-int8", 0.5 * max(p["i8"] for _, p in peaks) * 2e9 / flops, compute_cap))
+            best = max(max(p.values()) for _, p in peaks)  # the best family's fastest arithmetic (int8, or AMX's bf16)
+            rows.append(("offline 64 >= 50% best family", 0.5 * best * 2e9 / flops, compute_cap))
     if rows:
         print(f"{'target':<30} {'needs tok/s':>11} {'ceiling':>8} {'needs/ceiling':>13}")
         for name, need, cap in rows:

@@ -190,8 +190,9 @@ def test_the_default_arithmetic_is_the_measured_plan_for_this_cpu_at_each_batch_
             kernels = [layer.mlp.gate_up_proj, layer.mlp.down_proj, layer.self_attn.qkv_proj, layer.self_attn.o_proj, model.lm_head]
             assert {lk.kernel_for_batch(m.kernel, rows) for m in kernels} == {"onednn_bf16"}
             continue
-        assert lk.kernel_for_batch(layer.mlp.gate_up_proj.kernel, rows) == ("q4_f32" if math == "float32" else "q4_i8")
-        down = {"float32": "f32", "mixed": "f32", "mixed16": "i16", "int8": "i8"}[math]  # qkv, down and the head alike
+        gate_up = {"float32": "f32", "int16": "i16"}.get(math, "i8")  # o alike
+        assert lk.kernel_for_batch(layer.mlp.gate_up_proj.kernel, rows) == f"q4_{gate_up}"
+        down = {"float32": "f32", "int16": "i16", "mixed": "f32", "mixed16": "i16", "int8": "i8"}[math]  # qkv, down and the head alike
         assert lk.kernel_for_batch(layer.mlp.down_proj.kernel, rows) == f"q4_{down}"
         assert lk.kernel_for_batch(layer.self_attn.qkv_proj.kernel, rows) == f"q4_{down}"
         head = "i8" if math == "mixed16" else down
@@ -227,7 +228,7 @@ def test_a_plan_that_changes_arithmetic_by_batch_size_keeps_both_kernels_on_the_
     assert fmt.layers["layers.0.mlp.gate_up_proj"] == "q4_f32 (<= 1 rows), q4_i8 (<= 32 rows), q4_f32 (more rows)"
 
 
-@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16", "int8/avx2", "bf16"])
+@pytest.mark.parametrize("plan", ["int8", "by_size", "mixed16", "int16", "int8/avx2", "bf16"])
 @pytest.mark.parametrize("batch,first_token", [(1, False), (1, True), (5, False), (37, False)])
 def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeypatch, batch, first_token, plan):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
@@ -240,7 +241,7 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     kernels = load_family_or_skip(plan_family) if plan_family else load_decode_kernels()
     if plan == "bf16" and not packs(torch.bfloat16):
         pytest.skip("the bf16 arithmetic: oneDNN has no bfloat16 GEMM on this CPU (it needs AVX-512 BF16 or AMX)")
-    if plan in ("int8", "mixed16", "bf16"):
+    if plan in ("int8", "mixed16", "int16", "bf16"):
         monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", plan)
     else:  # the fused plan picks each layer's kernel by rows as the eager layers do: mixed at 2-8 and >32, float32 else
         _plan_on_this_cpu(monkeypatch, {"float32": (1.0, 2.0, 1.0, 2.0), "mixed": (2.0, 1.0, 2.0, 1.0)})
@@ -295,7 +296,7 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     # across an int8 rounding boundary (a row then differs by the int8 error itself, about 1%); under mixed16 it
     # moves int16 roundings too (a few parts in 1e5 of a row), and through them int8 ones downstream more often
     rel = [((f - e).norm() / e.norm()).item() for f, e in zip(fused, eager)]
-    if plan == "mixed16":
+    if plan in ("mixed16", "int16"):
         assert max(rel) < 0.02 and sorted(rel)[len(rel) // 2] < 3e-4, rel
     elif plan == "bf16":  # an activation a float32 rounding apart may round to the neighbouring bfloat16 (2^-8 of it)
         assert max(rel) < 0.01 and sorted(rel)[len(rel) // 2] < 2e-3, rel

@@ -206,7 +206,8 @@ def test_with_one_candidate_the_fastest_step_does_not_matter(monkeypatch):
     monkeypatch.setattr(isa, "HELD", {})
     plan = gguf_math("avx512_vnni", EPYC, None)
     assert plan.by_bucket == ("float32",) * 4
-    assert "the only candidate (top-1 agreement >= 98% measured at each batch size, not held): mixed: 97.4% at 1 rows, " \
+    assert "the only candidate (top-1 agreement >= 98% measured at each batch size, not held): int16: not measured at 1, " \
+           "2-8, 9-32, >32 rows; mixed: 97.4% at 1 rows, " \
            "97.4% at 2-8 rows, 97.4% at >32 rows, not measured at 9-32 rows; mixed16: not measured at 1, 2-8, 9-32, >32 rows; " \
            "bf16: not measured at 1, 2-8, 9-32, >32 rows; int8: 96.48% at 2-8 rows, 96.48% at >32 rows, not measured at 1, " \
            "9-32 rows;" in plan.reason
@@ -219,7 +220,9 @@ def test_the_shipped_table_only_picks_arithmetics_that_meet_the_bar(family):
         assert set(run.ms) <= set(isa.MATHS) and all(len(v) == len(BUCKETS) for v in run.ms.values())
         plan = gguf_math(family, run.cpu, None)
         assert all(m in eligible(bucket=b) for b, m in enumerate(plan.by_bucket))
-        assert plan.by_bucket == pick(run.ms, tuple([m for m in eligible(bucket=b) if m not in isa.HELD] for b in range(len(BUCKETS))))
+        assert plan.by_bucket == isa.measured_plan(run.ms, [[m for m in eligible(bucket=b) if m not in isa.HELD] for b in range(len(BUCKETS))])
+        for m, partners in isa.MIXES_ONLY_WITH.items():  # a listed arithmetic only beside its partners
+            assert m not in plan.by_bucket or set(plan.by_bucket) <= {m, *partners}, plan
 
 
 def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(monkeypatch):
@@ -227,7 +230,7 @@ def test_a_held_arithmetic_stays_out_of_auto_with_its_reason_but_can_be_forced(m
     monkeypatch.setattr(isa, "AGREEMENT", PASSING)
     monkeypatch.setattr(isa, "HELD", {"mixed": "held for review"})
     plan = gguf_math("avx512_vnni", EPYC, None)
-    assert plan.by_bucket == ("float32",) * 4 and "mixed: held for review; mixed16: not measured at 1, 2-8, 9-32, >32 rows; bf16: not measured at 1, 2-8, 9-32, >32 rows; int8: 96.5% at 1 rows" in plan.reason
+    assert plan.by_bucket == ("float32",) * 4 and "int16: not measured at 1, 2-8, 9-32, >32 rows; mixed: held for review; mixed16: not measured at 1, 2-8, 9-32, >32 rows; bf16: not measured at 1, 2-8, 9-32, >32 rows; int8: 96.5% at 1 rows" in plan.reason
     assert gguf_math("avx512_vnni", EPYC, "mixed").by_bucket == ("mixed",) * 4
     monkeypatch.setattr(isa, "HELD", {})
     assert gguf_math("avx512_vnni", EPYC, None).by_bucket == ("mixed", "mixed", "mixed", "float32")
@@ -242,7 +245,7 @@ def test_a_forced_arithmetic_runs_at_every_batch_size(family):
 
 
 def test_an_unknown_gguf_arithmetic_names_the_variable_and_the_choices():
-    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH=.fp16.: use auto or one of float32, mixed, mixed16, bf16, int8"):
+    with pytest.raises(ValueError, match="SGLANG_CPU_GGUF_MATH=.fp16.: use auto or one of float32, int16, mixed, mixed16, bf16, int8"):
         gguf_math("avx2", EPYC, "fp16")
 
 
@@ -291,3 +294,32 @@ def test_the_shipped_prefetch_table_names_each_cpu_model_once_within_the_kernels
         for r in runs:
             assert re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) and 0 <= r.bytes <= isa.PREFETCH_MAX and r.bytes % 64 == 0
             assert r.command  # what measured it
+
+
+def test_an_arithmetic_that_mixes_only_with_some_takes_the_faster_of_the_plans_with_and_without_it(monkeypatch):
+    monkeypatch.setattr(isa, "AGREEMENT", {m: (99.0,) * 4 for m in ("float32", "int16", "mixed16", "bf16")})
+    monkeypatch.setattr(isa, "HELD", {})
+    monkeypatch.setattr(isa, "MIXES_ONLY_WITH", {"bf16": ("float32", "int16")})
+    allowed = [["float32", "int16", "mixed16", "bf16"]] * 4
+    # pick alone would mix mixed16 (1-8 rows) with bf16 (above): not allowed; int16 + bf16 (geometric mean 1.1x
+    # faster) beats mixed16 everywhere
+    ms = {"float32": (12.0, 21.0, 90.0, 350.0), "int16": (4.9, 14.0, 54.0, 230.0), "mixed16": (4.6, 10.6, 46.0, 215.0),
+          "bf16": (17.0, 20.0, 42.0, 123.0)}
+    assert pick(ms, allowed) == ("mixed16", "mixed16", "bf16", "bf16")
+    assert isa.measured_plan(ms, allowed) == ("int16", "int16", "bf16", "bf16")
+    assert isa.plan_time(ms, ("int16", "int16", "bf16", "bf16")) < isa.plan_time(ms, ("mixed16",) * 4)
+    # bf16 only a little faster at the largest batches: the plan without it
+    slow_bf16 = {**ms, "bf16": (17.0, 20.0, 60.0, 200.0)}
+    assert isa.measured_plan(slow_bf16, allowed) == ("mixed16",) * 4
+    # a mixture its list allows stays as picked, and a plan without the arithmetic is untouched
+    assert isa.measured_plan({**ms, "mixed16": (9.0, 20.0, 60.0, 300.0)}, allowed) == ("int16", "int16", "bf16", "bf16")
+    assert isa.measured_plan({k: v for k, v in ms.items() if k != "bf16"}, allowed) == ("mixed16",) * 4
+    assert isa.plan_time(ms, ("int8",) * 4) == float("inf")  # not timed
+
+
+def test_the_amx_xeon_runs_int16_then_bf16_and_says_why():
+    plan = gguf_math("amx", "Intel(R) Xeon(R) Processor (family 6 model 167)", None)
+    assert plan.by_bucket == ("int16", "int16", "bf16", "bf16")
+    assert "bf16 shares a plan only with float32, int16" in plan.reason
+    other = gguf_math("amx", "Intel(R) Xeon(R) Platinum (family 6 model 143)", None)  # unmeasured: the family's first run
+    assert other.by_bucket == plan.by_bucket and "the same family" in other.reason

@@ -122,8 +122,8 @@ def activation(math: str, name: str) -> str:
     ``bf16`` (bfloat16 weights and activations, float32 sums)."""
     if math == "int8":
         return "i8"
-    if math == "bf16":
-        return "bf16"
+    if math in ("bf16", "int16"):
+        return math.replace("int16", "i16")
     if name.rpartition(".")[2] in {"mixed": INT8_IN_MIXED, "mixed16": INT8_IN_MIXED16}.get(math, ()):
         return "i8"
     return "i16" if math == "mixed16" else "f32"

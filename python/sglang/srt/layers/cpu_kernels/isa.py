@@ -97,15 +97,15 @@ def host_choice() -> Choice:
 
 
 # --- The GGUF kernels' arithmetic per batch size: decided here and nowhere else -----------------------------
-# float32 models compute on the GGUF's Q4 blocks in one of four arithmetics (``weight_format.activation`` says
-# which layer multiplies what): ``float32`` (the exact weights), ``mixed`` (int8 activations for ``o`` and
-# ``gate_up`` only), ``mixed16`` (those and the LM head, int16 activations for the rest) or ``int8``
-# (every layer and the LM head), or ``bf16`` (every layer and the head on bfloat16 copies of the blocks'
+# float32 models compute on the GGUF's Q4 blocks in one of six arithmetics (``weight_format.activation`` says
+# which layer multiplies what): ``float32`` (the exact weights), ``int16`` (int16 activations for every layer and
+# the LM head), ``mixed`` (int8 activations for ``o`` and ``gate_up`` only), ``mixed16`` (those and the LM head
+# int8, int16 activations for the rest), ``int8`` (every layer and the LM head), or ``bf16`` (every layer and the head on bfloat16 copies of the blocks'
 # weights, the rows rounded to bfloat16, float32 sums rounded to bfloat16: oneDNN's GEMM, AMX tiles; only a
 # table that timed it, the ``amx`` family's, picks it). Each batch-size bucket runs the one that measured fastest
 # on the CPU among those whose answers meet the quality bar; ``SGLANG_CPU_GGUF_MATH`` forces one at every size.
 MATH_ENV = "SGLANG_CPU_GGUF_MATH"
-MATHS = ("float32", "mixed", "mixed16", "bf16", "int8")  # most exact first
+MATHS = ("float32", "int16", "mixed", "mixed16", "bf16", "int8")  # most exact first
 # (label, the most rows in the bucket; 0: any): a batch goes to the first bucket that admits it (a prefill
 # counts its prompt tokens, so one request's prefill and decode steps fall in different buckets). Each bucket is
 # timed at one batch (1 / 4 / 32 / 128 rows); the third ends at 32 because on the AMX Xeon bf16 and mixed16 cross
@@ -128,15 +128,26 @@ BUCKETS: tuple[tuple[str, int], ...] = (("1", 1), ("2-8", 8), ("9-32", 32), (">3
 # same runs, whose agreement was 98.05% / - / 98.24%): the closer distribution, one near tie in 512 under the bar
 # at 8 rows. An arithmetic is a candidate in a bucket only where it meets the bar there (None: not measured, so
 # not a candidate): a request crosses buckets, so the bar must hold wherever its steps land, and it does when
-# each step's arithmetic was measured to meet it at that step's batch size.
+# each step's arithmetic was measured to meet it at that step's batch size (and its mixtures: MIXES_ONLY_WITH).
+# int16 on the AMX Xeon: 99.80% at --group 1, 8 and 16 (KL 0.00003-0.00004; its integer products are the same
+# bits on every family).
 AGREEMENT: dict[str, tuple[float | None, ...]] = {
     "float32": (100.0, 100.0, 100.0, 100.0),
+    "int16": (99.80, 99.80, 99.80, 99.80),
     "mixed": (98.24, 98.83, 98.63, 98.83),
     "mixed16": (98.05, 98.24, 98.24, 98.24),
     "bf16": (98.05, 97.85, 98.44, 98.44),
     "int8": (None, 96.48, None, 96.48),
 }
 QUALITY_BAR = 98.0
+# Arithmetics whose plans (one arithmetic per bucket) were scored as plans, and the only others they may share a plan
+# with: a request prefilled in one arithmetic and decoded in another reads a KV cache the other did not write, and
+# near ties flip again. Measured on the AMX Xeon (bench/quality.py --tokens 32 on the plan, --group 1 / 8 / 16):
+# mixed16 up to 32 rows with bf16 above 97.46% / 97.66% / 97.85% (KL 0.0013-0.0014), under the bar though each
+# passes alone; int16 up to 32 rows with bf16 above 99.22% / 99.02% / 99.41% (KL 0.0001). A plan that would mix an
+# arithmetic here with one outside its list is not built: the fastest plan without it and the fastest plan of it
+# and its partners only are compared (``plan_time``) and the faster taken.
+MIXES_ONLY_WITH: dict[str, tuple[str, ...]] = {"bf16": ("float32", "int16")}
 # Arithmetics kept out of ``auto`` although they pass, and why (SGLANG_CPU_GGUF_MATH still forces them). None
 # now: ``mixed`` was held while its two costs were reviewed, and the project takes them for the default's speed
 # (issue 27: the configuration with no flags is the fast one; the quality bar, not bit-exactness, is its test).
@@ -173,15 +184,16 @@ class Measured:
 # docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core Intel Xeon with AMX (family 6 model 167 under KVM: AVX-512 VNNI/BF16/FP16, amx_tile/bf16/int8), quiet:
-    # the integer kernels as on the AVX-512 EPYC (mixed16 1.4-1.8x mixed), and oneDNN's bfloat16 GEMM on AMX tiles
-    # 1.69x mixed16 at 128 rows, equal at 32 (1.29x / 1.46x at 48 / 64 rows in a second run: bench/decode_step.py
-    # --best --maths mixed16,bf16 --batches 16,32,48,64), 0.81x at 16 and 3.3x slower at one row (oneDNN's
-    # bfloat16 path is a GEMM, not a GEMV): mixed16 up to 32 rows, bf16 above
+    # with its one-row weight prefetch: the integer kernels as on the AVX-512 EPYC (mixed16 1.3-2.0x mixed), and
+    # oneDNN's bfloat16 GEMM on AMX tiles 1.75x mixed16 at 128 rows, 1.09x at 32 (1.29x / 1.46x at 48 / 64 rows in
+    # an earlier run: bench/decode_step.py --best --maths mixed16,bf16 --batches 16,32,48,64), 0.81x at 16 and 3.8x
+    # slower at one row (a GEMM, not a GEMV). bf16 mixes only with int16 (MIXES_ONLY_WITH): int16 up to 8 rows and
+    # bf16 above (plan_time 1.08x ahead of mixed16 everywhere, 1.75x at 128 rows, 0.94x / 0.75x at 1 / 4 rows)
     "amx": (
         Measured(cpu="Intel(R) Xeon(R) Processor (family 6 model 167)",
-                 command="bench/decode_step.py --best --maths float32,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
-                 ms={"float32": (12.4, 20.7, 88.2, 352.5), "mixed": (9.2, 16.3, 65.5, 282.2), "mixed16": (5.2, 9.8, 41.1, 201.4),
-                     "bf16": (17.2, 19.3, 41.4, 119.5), "int8": (4.9, 7.9, 41.4, 187.4)}),
+                 command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
+                 ms={"float32": (12.5, 21.3, 89.5, 353.9), "int16": (4.9, 14.1, 53.6, 230.6), "mixed": (9.0, 16.6, 66.8, 286.3),
+                     "mixed16": (4.6, 10.6, 45.8, 215.1), "bf16": (17.4, 20.4, 42.2, 123.0), "int8": (4.5, 8.5, 44.4, 192.9)}),
     ),
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):
@@ -277,6 +289,31 @@ class MathPlan:
         return f"by batch rows {parts} ({self.reason})"
 
 
+def plan_time(ms: dict[str, tuple[float, ...]], plan: Sequence[str]) -> float:
+    """A plan's cost over the buckets: the geometric mean of its step times (each bucket weighs alike, whatever its
+    scale); a bucket whose arithmetic ``ms`` did not time counts as infinitely slow."""
+    import math
+
+    if any(m not in ms for m in plan):
+        return math.inf
+    return math.exp(sum(math.log(ms[m][b]) for b, m in enumerate(plan)) / len(plan))
+
+
+def measured_plan(ms: dict[str, tuple[float, ...]], allowed: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """The plan from step times ``ms`` and each bucket's candidates ``allowed`` (most exact first): ``pick``, then
+    ``MIXES_ONLY_WITH``: a plan mixing a listed arithmetic with one outside its partners becomes the faster
+    (``plan_time``; within ``MARGIN``, the one without it) of the plan without it and the plan of it and its
+    partners only."""
+    plan = pick(ms, allowed)
+    for m, partners in MIXES_ONLY_WITH.items():
+        if m not in plan or set(plan) <= {m, *partners}:
+            continue
+        without = pick(ms, [[a for a in al if a != m] or ["float32"] for al in allowed])
+        only = pick(ms, [[a for a in al if a == m or a in partners] or ["float32"] for al in allowed])
+        plan = only if plan_time(ms, only) * MARGIN < plan_time(ms, without) else without
+    return plan
+
+
 def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
     """The GGUF arithmetic per batch size for kernel family ``family`` on CPU model ``cpu``; ``forced`` is
     ``SGLANG_CPU_GGUF_MATH`` (None/``auto``: the measured table). Raises ``ValueError`` naming the variable."""
@@ -294,11 +331,12 @@ def gguf_math(family: str, cpu: str, forced: str | None) -> MathPlan:
         others = "; ".join(f"{m}: {_short_of_bar(m)}" for m in MATHS if m != "float32")
         return MathPlan(("float32",) * len(BUCKETS), f"the only candidate (top-1 agreement >= {QUALITY_BAR:g}% measured at each "
                         f"batch size, not held): {others}; {MATH_ENV}=mixed, mixed16 or int8 forces the integer kernels")
-    plan = pick(run.ms, allowed)
+    plan = measured_plan(run.ms, allowed)
     where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
     timed = [m for m in MATHS if m in run.ms and any(m in a for a in allowed)]
+    mixes = "".join(f"; {m} shares a plan only with {', '.join(p)}" for m, p in MIXES_ONLY_WITH.items() if m in plan)
     return MathPlan(plan, f"fastest measured on {where} ({family}) of {', '.join(timed)}, each where its top-1 agreement "
-                    f"is >= {QUALITY_BAR:g}%; {MATH_ENV}=float32 keeps the exact weights")
+                    f"is >= {QUALITY_BAR:g}%{mixes}; {MATH_ENV}=float32 keeps the exact weights")
 
 
 PREFETCH_ENV = "SGLANG_CPU_WEIGHT_PREFETCH"
@@ -322,6 +360,10 @@ class Prefetch:
 # never prefetched: each weight block serves several rows' arithmetic, and prefetching at 4 and 16 rows measured
 # neutral on the Zen 1 EPYC (the only CPU model it was tried on).
 WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
+    # the AMX Xeon: one-row steps 5.0 -> 3.4 ms (1.47x) at 4096 bytes ahead, 8192 and 16384 alike (1024: 1.19x, 2048:
+    # 1.32x in the run before); 4 rows unchanged
+    "amx": (Prefetch("Intel(R) Xeon(R) Processor (family 6 model 167)", 4096,
+                     "bench/decode_step.py --prefetch 0,4096,8192,16384 --batches 1,4"),),
     "avx2": (
         Prefetch("AMD EPYC (family 23 model 49)", 0, "hand-written prefetch 512-2048 bytes ahead in the one-row products "
                  "(8fd426a), timed against none: no gain; not re-measured with bench/decode_step.py --prefetch"),
