@@ -94,17 +94,31 @@ def test_the_integer_kernels_compute_quantized_activations_against_the_gguf_bloc
 
 
 @pytest.mark.parametrize("act", sorted(ACTS))
-def test_every_family_the_cpu_has_gives_the_same_bits(act):
-    # integer dot products are exact and the float32 epilogue is the same code: the families agree bit for bit
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q8_0"])
+def test_every_family_the_cpu_has_gives_the_same_bits(act, kind):
+    # integer dot products are exact and the float32 epilogue is the same code (the amx family's tiles scale their
+    # sums in the vector kernels' order): the families agree bit for bit at every row count, on an odd number of
+    # 8-row groups (the tiles take them in pairs) and on a partial last group
     have = [f for f in sorted(FAMILIES) if FAMILIES[f].features <= cpu_flags()]
     if len(have) < 2:
         pytest.skip(f"this CPU runs only {have}: nothing to compare")
-    n, k = 200, 576
-    raw = quantize((0.1 * np.random.default_rng(0).standard_normal((n, k))).astype(np.float32), gguf.GGMLQuantizationType.Q4_1)
-    packed = pack_i8(*q4_blocks(raw, "Q4_1", k))
-    x = torch.randn(13, k)
-    outs = [getattr(load_decode_kernels(f), f"q4_linear_{ACTS[act][1]}")(x, *packed, n) for f in have]
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    t = getattr(gguf.GGMLQuantizationType, kind)
+    libs = [load_decode_kernels(f) for f in have]
+    for n, k in [(200, 576), (3072, 576), (576, 1536), (67, 64)]:
+        raw = quantize((0.1 * np.random.default_rng(n).standard_normal((n, k))).astype(np.float32), t)
+        packed = pack_q8_i8(*q8_blocks(raw, k)) if kind == "Q8_0" else pack_i8(*q4_blocks(raw, kind, k))
+        op = f"{'q8' if kind == 'Q8_0' else 'q4'}_linear_{ACTS[act][1]}"
+        for rows in (1, 2, 3, 5, 8, 9, 16, 17, 33):
+            x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
+            x[-1, :32] *= 1000  # an outlier block: int16 values up to the top, both bytes of each in use
+            outs = [getattr(lib, op)(x, *packed, n) for lib in libs]
+            assert all(torch.equal(outs[0], o) for o in outs[1:]), (have, n, k, rows)
+
+
+def test_the_amx_family_runs_int16_products_of_three_rows_on_tiles():
+    lib = load_family_or_skip("amx")  # skipped, with the flags it lacks, on a CPU without AMX
+    assert lib.amx_tile_rows() == 3  # the process was granted the tile registers; 2 rows stay on vectors
+    assert load_decode_kernels("avx2").amx_tile_rows() == 0
 
 
 @pytest.mark.parametrize("act", sorted(ACTS))

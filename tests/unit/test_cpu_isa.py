@@ -39,10 +39,11 @@ def test_the_best_family_the_cpu_has_is_chosen():
 def test_an_amx_cpu_runs_the_amx_family_and_the_reason_names_the_flags():
     c = choose(AMX, None)
     assert c.family.name == "amx"
-    assert "amx_bf16, amx_tile" in c.reason and "SGLANG_CPU_ISA unset" in c.reason
+    assert "amx_bf16, amx_int8, amx_tile" in c.reason and "SGLANG_CPU_ISA unset" in c.reason
     assert c.format().startswith("amx (the best this CPU has: ")
-    # its library is the AVX-512 one's sources and flags (the tiles are oneDNN's), built apart
-    assert FAMILIES["amx"].cflags == FAMILIES["avx512_vnni"].cflags and FAMILIES["amx"].features > FAMILIES["avx512_vnni"].features
+    # its library is the AVX-512 one's sources and flags plus the tile instructions (amx_int16.h), built apart
+    assert FAMILIES["amx"].cflags == (*FAMILIES["avx512_vnni"].cflags, "-mamx-tile", "-mamx-int8")
+    assert FAMILIES["amx"].features > FAMILIES["avx512_vnni"].features | {"amx_int8"}
     assert choose(AMX, "avx512_vnni").family.name == "avx512_vnni"
 
 
@@ -57,7 +58,7 @@ def test_a_forced_family_the_cpu_lacks_is_refused_naming_the_missing_flags():
         choose(AVX2, "avx512_vnni")
     with pytest.raises(IsaError, match="'amx512' is not a kernel family: use auto or one of amx, avx512_vnni, avx2"):
         choose(AMX, "amx512")
-    with pytest.raises(IsaError, match=r"SGLANG_CPU_ISA=amx: this CPU lacks amx_bf16, amx_tile; it runs avx512_vnni, avx2"):
+    with pytest.raises(IsaError, match=r"SGLANG_CPU_ISA=amx: this CPU lacks amx_bf16, amx_int8, amx_tile; it runs avx512_vnni, avx2"):
         choose(VNNI, "amx")
     with pytest.raises(IsaError, match="need at least avx2, fma and f16c; run with --fused-decode off and --quantization none"):
         choose(frozenset({"sse2", "avx"}), None)

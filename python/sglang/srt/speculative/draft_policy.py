@@ -42,12 +42,11 @@ class VerifyCosts:
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
-    # the AMX Xeon, its default plan (int16 up to 8 rows, bf16 above; one-row weight prefetch 4096 bytes): int16's
-    # extra rows cost more than mixed16's did (0.3-0.6 of a decode row, against 0.2-0.5). bench/spec_cost.py
-    # --rounds 15 measured 5 and 6 rows below 4 (2.36 and 2.66 against 2.73, twice: int16's 4-row chunks), taken
-    # as 2.73 here so that the table stays non-decreasing and no wider verify looks cheaper than a narrower one
+    # the AMX Xeon, its default plan (int16 up to 8 rows, bf16 above; one-row weight prefetch 4096 bytes), with int16
+    # products of 3+ rows on AMX tiles: bench/spec_cost.py --rounds 15 (4 / 8 rows 2.73 / 3.57 -> 2.00 / 2.59 of a
+    # decode row since the tiles; 2 rows stay on the vector kernels)
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
-        (1, 1.09), (2, 1.56), (3, 2.00), (4, 2.73), (5, 2.73), (6, 2.73), (8, 3.57), (10, 4.54), (12, 4.56), (16, 5.15))),),
+        (1, 1.12), (2, 1.58), (3, 1.83), (4, 2.00), (5, 2.21), (6, 2.33), (8, 2.59), (10, 4.69), (12, 4.81), (16, 5.30))),),
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
         (1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32), (16, 5.42))),),
     "avx2": (

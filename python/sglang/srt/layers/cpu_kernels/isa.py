@@ -42,9 +42,9 @@ _VNNI_FLAGS = ("-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        # the C++ library is avx512_vnni's; the tiles are oneDNN's (its bfloat16 GEMM), so no AMX compiler flag
-        Family("amx", _VNNI_FEATURES | {"avx512_bf16", "amx_tile", "amx_bf16"}, _VNNI_FLAGS,
-               "AVX-512 VNNI kernels, and AMX bfloat16 tiles (oneDNN) for the batches its table gives them"),
+        # the avx512_vnni library plus AMX int8 tiles for its int16 products (amx_int16.h), and oneDNN's bfloat16 tiles
+        Family("amx", _VNNI_FEATURES | {"avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}, (*_VNNI_FLAGS, "-mamx-tile", "-mamx-int8"),
+               "AVX-512 VNNI kernels, AMX int8 tiles for int16 products of 2+ rows, AMX bfloat16 tiles (oneDNN) where its table says"),
         Family("avx512_vnni", _VNNI_FEATURES, _VNNI_FLAGS, "AVX-512F/BW/VL/DQ + VNNI: int8 dot products by vpdpbusd"),
         Family("avx2", frozenset({"avx2", "fma", "f16c"}), ("-mavx2", "-mfma", "-mf16c"),
                "AVX2 + FMA + F16C: int8 dot products by vpmaddubsw + vpmaddwd"),
@@ -184,16 +184,15 @@ class Measured:
 # docs/benchmarks.md ("GGUF arithmetic per batch size") has the runs and their conditions.
 MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core Intel Xeon with AMX (family 6 model 167 under KVM: AVX-512 VNNI/BF16/FP16, amx_tile/bf16/int8), quiet:
-    # with its one-row weight prefetch: the integer kernels as on the AVX-512 EPYC (mixed16 1.3-2.0x mixed), and
-    # oneDNN's bfloat16 GEMM on AMX tiles 1.75x mixed16 at 128 rows, 1.09x at 32 (1.29x / 1.46x at 48 / 64 rows in
-    # an earlier run: bench/decode_step.py --best --maths mixed16,bf16 --batches 16,32,48,64), 0.81x at 16 and 3.8x
-    # slower at one row (a GEMM, not a GEMV). bf16 mixes only with int16 (MIXES_ONLY_WITH): int16 up to 8 rows and
-    # bf16 above (plan_time 1.08x ahead of mixed16 everywhere, 1.75x at 128 rows, 0.94x / 0.75x at 1 / 4 rows)
+    # with its one-row weight prefetch, and int16 products of 3+ rows on AMX int8 tiles (amx_int16.h: int16 at 4 / 32 /
+    # 128 rows 14.1 / 53.6 / 230.6 -> 9.9 / 44.2 / 174.9 ms; mixed16's int16 half likewise). oneDNN's bfloat16 GEMM on
+    # AMX tiles is 1.44x int16 at 128 rows, 1.07x at 32, 3.6x slower at one row (a GEMM, not a GEMV). bf16 mixes only
+    # with int16 (MIXES_ONLY_WITH): int16 up to 8 rows and bf16 above
     "amx": (
         Measured(cpu="Intel(R) Xeon(R) Processor (family 6 model 167)",
                  command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
-                 ms={"float32": (12.5, 21.3, 89.5, 353.9), "int16": (4.9, 14.1, 53.6, 230.6), "mixed": (9.0, 16.6, 66.8, 286.3),
-                     "mixed16": (4.6, 10.6, 45.8, 215.1), "bf16": (17.4, 20.4, 42.2, 123.0), "int8": (4.5, 8.5, 44.4, 192.9)}),
+                 ms={"float32": (12.9, 20.5, 87.6, 352.6), "int16": (4.7, 9.9, 44.2, 174.9), "mixed": (9.1, 15.6, 65.7, 285.2),
+                     "mixed16": (4.5, 8.9, 42.7, 190.4), "bf16": (17.0, 19.2, 41.3, 121.1), "int8": (4.4, 8.1, 40.6, 190.7)}),
     ),
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):

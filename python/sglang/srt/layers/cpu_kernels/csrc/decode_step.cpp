@@ -381,6 +381,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
   m.attr("ISA_FAMILY") = isa::kFamily;
   m.attr("INT8_MAX_ROWS") = isa::kMaxRows;
+#if defined(SGLANG_ISA_AMX)
+  m.def("amx_tile_rows", []() { return amx::enabled() ? amx::kMinRows : 0; },
+        "the fewest rows of x whose int16 products run on AMX tiles (0: this process may not use them)");
+#else
+  m.def("amx_tile_rows", []() { return 0; }, "0: this library has no AMX tile kernels");
+#endif
   m.def("q4_linear_i8", &q4_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q4 weight repacked in 8-row groups, N outputs",
         py::arg("x"), py::arg("weight"), py::arg("scales"), py::arg("out_features"), py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_i8", &q8_linear_i8, "x [M, K] float32 (quantized to int8 per block of 32) @ GGUF Q8_0 weight repacked in 8-row groups",

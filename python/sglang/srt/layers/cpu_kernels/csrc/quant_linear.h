@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "isa_family.h"
+#include "amx_int16.h"
 
 namespace {
 
@@ -57,6 +58,10 @@ template <typename A, typename F>
 void quant_groups(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
                   int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
   const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
+#if defined(SGLANG_ISA_AMX)
+  if constexpr (std::is_same<A, I16Act>::value)  // the same bits on tiles; a last odd or partial group stays here
+    if (M >= amx::kMinRows && amx::enabled()) g0 = amx::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
+#endif
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* wg = wp + g * nb * F::kBytes;
     const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
