@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -96,7 +95,8 @@ inline __m512 load_f16x16(const uint16_t* a, const uint16_t* b) {
   return _mm512_cvtph_ps(h);
 }
 
-// Per-thread scratch, reused across calls
+// Per-thread scratch, reused across calls (each thread splits the rows of x for its own share of the outputs:
+// M x K bytes, a few hundred instructions against the products' thousands)
 struct Scratch {
   std::vector<uint8_t> a;  // a chunk's A rows for every block: [2R][K] (lo rows, then hi rows)
   alignas(64) uint8_t b[2][512];

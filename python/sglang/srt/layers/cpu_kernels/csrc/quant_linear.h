@@ -6,6 +6,7 @@
 #pragma once
 #include <ATen/Parallel.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "isa_family.h"
