@@ -2,9 +2,9 @@
 
 Run: .venv/bin/python bench/kernel_ab.py OLD.cpp NEW.cpp [--dtype float32] [--quantization auto] [--prefix 107] [--batch 64]
 
-e.g. with the committed kernel of an earlier revision as OLD:
-    git show REV:python/sglang/srt/layers/cpu_kernels/csrc/decode_step.cpp > /tmp/old.cpp
-    .venv/bin/python bench/kernel_ab.py /tmp/old.cpp python/sglang/srt/layers/cpu_kernels/csrc/decode_step.cpp
+e.g. with the committed kernels of an earlier revision as OLD (a source is built with the headers beside it):
+    mkdir -p /tmp/old && git archive REV python/sglang/srt/layers/cpu_kernels/csrc | tar -x -C /tmp/old --strip-components 6
+    .venv/bin/python bench/kernel_ab.py /tmp/old/decode_step.cpp python/sglang/srt/layers/cpu_kernels/csrc/decode_step.cpp
 
 Both sources are built (cached like the engine's build) and each gets a
 decode plan over the same model and KV pool; the two plans alternate, 22

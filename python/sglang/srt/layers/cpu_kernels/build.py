@@ -76,7 +76,7 @@ def _command(cxx: str, source: Path, name: str, out: Path, family: Family) -> li
     return [
         cxx, str(source), "-o", str(out),
         "-shared", "-fPIC", "-std=c++17", "-O3", "-mtune=generic", *family.cflags, f"-DSGLANG_ISA_{family.name.upper()}", "-fopenmp",
-        f"-I{CSRC}",
+        f"-I{source.parent}",  # its headers beside it (the package's csrc; an A/B's copy of another revision's)
         f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
         *(f"-isystem{p}" for p in includes),
         f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
@@ -87,7 +87,7 @@ def _build_key(cxx: str, source: Path, family: Family) -> str:
     import torch
 
     h = hashlib.sha256()
-    headers = b"".join(p.read_bytes() for p in sorted(CSRC.glob("*.h")))
+    headers = b"".join(p.read_bytes() for p in sorted(source.parent.glob("*.h")))
     for part in (source.read_bytes(), headers, torch.__version__.encode(), sys.version.encode(), cxx.encode(),
                  family.name.encode(), " ".join(family.cflags).encode(), _cpu_signature().encode()):
         h.update(part)
