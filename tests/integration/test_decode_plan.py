@@ -165,6 +165,29 @@ def test_a_bfloat16_kv_cache_under_a_float32_model_equals_the_eager_step(kernels
         torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=2**-6, rtol=2**-7)
 
 
+@pytest.mark.parametrize("batch", [9, 37])
+def test_the_bf16_driver_on_a_bfloat16_kv_cache_keeps_the_eager_steps_logits(kernels, monkeypatch, batch):
+    """The ``bf16`` arithmetic (the amx family's pick above 8 rows) on the default's bfloat16 KV cache runs the
+    plan's bf16 driver (bf16_step.h): each product's input is rounded to bfloat16 once and its bfloat16 output read
+    as it is, as the eager layers' ``x.to(bfloat16)`` and ``.to(float32)`` do; a qkv bias is added after."""
+    from sglang.srt.layers.onednn_linear import packs
+
+    if not packs(torch.bfloat16):
+        pytest.skip("the bf16 arithmetic: oneDNN has no bfloat16 GEMM on this CPU (it needs AVX-512 BF16 or AMX)")
+    monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "bf16")
+    model = make_model(torch.float32, 6, 2, True, True, seed=batch)
+    c = eager_then_plan(kernels, model, torch.bfloat16, 2, batch, seed=300 + batch)
+    assert model.build_decode_plan(kernels, c.pool).driver(batch) == "bf16"
+    # an activation a float32 rounding apart (the attention's or the SiLU's) may round to the neighbouring bfloat16
+    rel = [((g - w).norm() / w.norm()).item() for g, w in zip(c.got, c.want)]
+    assert max(rel) < 0.01 and sorted(rel)[len(rel) // 2] < 2e-3, rel
+    assert (c.got.argmax(-1) == c.want.argmax(-1)).float().mean() >= 0.9
+    loc = c.fb.out_cache_loc
+    for (k, v), (wk, wv) in zip(zip(c.pool.k_buffer, c.pool.v_buffer), c.want_kv):
+        torch.testing.assert_close(k[loc].float(), wk[loc].float(), atol=2**-5, rtol=2**-6)
+        torch.testing.assert_close(v[loc].float(), wv[loc].float(), atol=2**-5, rtol=2**-6)
+
+
 def test_the_plan_refuses_a_kv_cache_dtype_it_does_not_read(kernels):
     model = make_model(torch.bfloat16, 4, 2, False, False, seed=3)
     pool = MHATokenToKVPool(SLOTS, PAGE, torch.float32, 2, 32, 3, "cpu")

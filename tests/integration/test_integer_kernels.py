@@ -285,6 +285,8 @@ def test_the_decode_plan_on_integer_kernels_keeps_the_eager_steps_logits(monkeyp
     # all-integer products run the step in one parallel region (team_step.h); by_size keeps float32 layers, bf16
     # oneDNN's products
     assert decode_plan.runs_in_one_region(batch) == (plan not in ("by_size", "bf16"))
+    # an all-bf16 step runs bf16_step.h's driver: its products' inputs written and outputs read in bfloat16
+    assert decode_plan.driver(batch) == {"by_size": "per_op", "bf16": "bf16"}.get(plan, "one_region")
     # and with an integer LM head (int8, and mixed16's int8 head) the final norm and the head run in it too
     head = model.lm_head.kernel.kind
     assert decode_plan.fuses_head(batch, batch) == (plan not in ("by_size", "bf16") and head in ("q8_i8", "q8_i16")), head

@@ -185,14 +185,15 @@ class Measured:
 MEASURED: dict[str, tuple[Measured, ...]] = {
     # the 2-core Intel Xeon with AMX (family 6 model 167 under KVM: AVX-512 VNNI/BF16/FP16, amx_tile/bf16/int8), quiet:
     # with its one-row weight prefetch, and int16 products of 3+ rows on AMX int8 tiles (amx_int16.h: int16 at 4 / 32 /
-    # 128 rows 14.1 / 53.6 / 230.6 -> 9.9 / 44.2 / 174.9 ms; mixed16's int16 half likewise). oneDNN's bfloat16 GEMM on
-    # AMX tiles is 1.44x int16 at 128 rows, 1.07x at 32, 3.6x slower at one row (a GEMM, not a GEMV). bf16 mixes only
-    # with int16 (MIXES_ONLY_WITH): int16 up to 8 rows and bf16 above
+    # 128 rows 14.1 / 53.6 / 230.6 -> 9.9 / 44.2 / 174.9 ms; mixed16's int16 half likewise), and the bf16 step's own
+    # driver (bf16_step.h: 41.3 / 121.1 -> 39.3 / 104.5 ms at 32 / 128 rows). oneDNN's bfloat16 GEMM on AMX tiles is
+    # 1.61x int16 at 128 rows, 1.14x at 32, 3.7x slower at one row (a GEMM, not a GEMV). bf16 mixes only with int16
+    # (MIXES_ONLY_WITH): int16 up to 8 rows and bf16 above
     "amx": (
         Measured(cpu="Intel(R) Xeon(R) Processor (family 6 model 167)",
                  command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
-                 ms={"float32": (12.9, 20.5, 87.6, 352.6), "int16": (4.7, 9.9, 44.2, 174.9), "mixed": (9.1, 15.6, 65.7, 285.2),
-                     "mixed16": (4.5, 8.9, 42.7, 190.4), "bf16": (17.0, 19.2, 41.3, 121.1), "int8": (4.4, 8.1, 40.6, 190.7)}),
+                 ms={"float32": (12.7, 21.4, 90.0, 357.4), "int16": (4.9, 10.3, 44.7, 167.8), "mixed": (9.5, 16.7, 66.0, 271.5),
+                     "mixed16": (4.6, 9.2, 42.2, 183.5), "bf16": (18.0, 19.6, 39.3, 104.5), "int8": (4.4, 8.6, 42.1, 183.4)}),
     ),
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):

@@ -14,6 +14,7 @@
 //    widened V chunk (kChunk: 4 where AVX-512 gives 32 registers, 2 on AVX2's 16), and up to 3 heads x
 //    kChunkFew (4) everywhere: the default model's 3 query heads a KV head then take 2 passes over V, not 4
 //    (Zen 1, one thread, 2,000-4,000 cached tokens: 1.23-1.35x the layer's attention, the same bits).
+// Where AVX-512 is there, the same loops run on 16-float registers (decode_attention_zmm.h).
 // Rows are fetched kPrefetch tokens ahead: a request's slots are scattered over the pool, which
 // defeats the hardware prefetcher at every page boundary. On the 2-core EPYC a thread reads scattered
 // 384-byte rows at about 6 GB/s (DRAM latency about 185 ns) against 21 GB/s for the same rows in
@@ -129,8 +130,8 @@ struct AttnPool {
 
 // o[j, c*8 .. (c+CW)*8) for the GB query heads j whose probabilities are p[j * Lpad + t]: sum over the
 // request's L tokens of p x V (the CW vectors at element `at` of each slot's row)
-template <int GB, int CW, typename T, typename KV>
-void weighted_chunk(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t at, const float* p, int64_t Lpad, T* o,
+template <int GB, int CW, typename O, typename KV>
+void weighted_chunk(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t at, const float* p, int64_t Lpad, O* o,
                     int64_t D) {
   vf8 acc[GB][CW];
   for (int j = 0; j < GB; ++j)
@@ -147,12 +148,12 @@ void weighted_chunk(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
   }
   for (int j = 0; j < GB; ++j)
     for (int k = 0; k < CW; ++k)
-      for (int i = 0; i < 8; ++i) o[j * D + 8 * k + i] = round_to<T>(acc[j][k][i]);
+      for (int i = 0; i < 8; ++i) o[j * D + 8 * k + i] = round_to<O>(acc[j][k][i]);
 }
 
-template <int CW, typename T, typename KV>
+template <int CW, typename O, typename KV>
 void weighted_heads(int64_t gb, const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t at, const float* p, int64_t Lpad,
-                    T* o, int64_t D) {
+                    O* o, int64_t D) {
   switch (gb) {
     case 1: weighted_chunk<1, CW>(pool, slots, L, at, p, Lpad, o, D); break;
     case 2: weighted_chunk<2, CW>(pool, slots, L, at, p, Lpad, o, D); break;
@@ -160,6 +161,17 @@ void weighted_heads(int64_t gb, const AttnPool<KV>& pool, const int64_t* slots, 
     default: weighted_chunk<4, CW>(pool, slots, L, at, p, Lpad, o, D); break;
   }
 }
+
+// The tokens a block of scores takes, and so the rows of widened K a task's scratch kf holds: 16 where AVX-512's
+// form (decode_attention_zmm.h) runs, else 8
+#if defined(__AVX512F__)
+constexpr int64_t kKeyRows = 16;
+}  // namespace
+#include "decode_attention_zmm.h"
+namespace {
+#else
+constexpr int64_t kKeyRows = 8;
+#endif
 
 // A unit: R query rows whose slot lists are each a prefix of the next row's (the rows of one request in a
 // verify or a short prefill; row r attends to the first lens[r] slots of the last row's list). A unit's task
@@ -175,10 +187,10 @@ constexpr int64_t kUnitRows = 16;
 // stats (optional): row r's [per * G, 2] at stats + r * sstride, each query head's largest score and softmax
 // denominator, from which team_step.h merges token ranges (split-KV decoding); a row with no tokens in the
 // range gets denominator 0 and a zero output.
-template <typename T, typename KV>
+template <typename T, typename KV, typename O>
 void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_t* lens, int64_t R, int64_t ta, int64_t tb, int64_t g0,
                     int64_t per, int64_t G, int64_t D, float scale, const float* q, int64_t qstride, float* sc, int64_t Lpad, float* kf,
-                    T* ot, T* o, int64_t ostride, float* stats = nullptr, int64_t sstride = 0) {
+                    O* ot, O* o, int64_t ostride, float* stats = nullptr, int64_t sstride = 0) {
   assert(R >= 1 && R <= kUnitRows);  // the callers' invariant: run_team caps its units, attention_task passes 1
   const int64_t NV = D / 8, off = g0 * D, RG = R * G;
   int64_t own[kUnitRows], L = 0;  // row r's tokens in the range, and the most of them
@@ -187,6 +199,10 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
     L = std::max(L, own[r]);
   }
   slots += ta;
+#if defined(__AVX512F__)
+  attention_rows16<T, KV, O>(pool, slots, own, R, L, g0, per, G, D, scale, q, qstride, sc, Lpad, kf, ot, o, ostride, stats, sstride);
+  return;
+#endif
   for (int64_t t0 = 0; t0 < L; t0 += 8) {
     const int64_t n = std::min<int64_t>(8, L - t0);
     // K and V rows of the tokens kPrefetch ahead, toward L2: V's are read again only after the
@@ -242,7 +258,7 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
       }
   for (int64_t g = 0; g < per; ++g) {
     const float* pg = sc + g * RG * Lpad;
-    T* og = R == 1 ? o + g * G * D : ot + g * RG * D;  // one row: its heads are contiguous in o
+    O* og = R == 1 ? o + g * G * D : ot + g * RG * D;  // one row: its heads are contiguous in o
     for (int64_t j0 = 0; j0 < RG; j0 += 4)
       for (int64_t c = 0; c < NV;) {
         const int64_t gb = std::min<int64_t>(4, RG - j0), at = off + g * D + 8 * c;
@@ -261,32 +277,32 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
   if (R > 1)
     for (int64_t g = 0; g < per; ++g)
       for (int64_t r = 0; r < R; ++r)
-        std::memcpy(o + r * ostride + g * G * D, ot + (g * R + r) * G * D, G * D * sizeof(T));
+        std::memcpy(o + r * ostride + g * G * D, ot + (g * R + r) * G * D, G * D * sizeof(O));
 }
 
 // One request's attention (a unit of one row) over its L >= 1 slots; the arguments as attention_rows'
-template <typename T, typename KV>
+template <typename T, typename KV, typename O>
 void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t g0, int64_t per, int64_t G, int64_t D,
-                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, T* o) {
-  attention_rows<T, KV>(pool, slots, &L, 1, 0, L, g0, per, G, D, scale, qf, 0, sc, Lpad, kf, nullptr, o, 0);
+                    float scale, const float* qf, float* sc, int64_t Lpad, float* kf, O* o) {
+  attention_rows<T, KV, O>(pool, slots, &L, 1, 0, L, g0, per, G, D, scale, qf, 0, sc, Lpad, kf, nullptr, o, 0);
 }
 
 // out [B, H * D] = attention of q [B, H * D] (one row per request) over each request's kv_lens[b] slots
 // kv_index[b, :]. A task is one request's KV heads: all of them from kWholeRows requests up (each slot's
 // K/V row read once), one each below, where more and smaller tasks balance the threads (in-process A/B on
 // the 2-core EPYC, 300 cached tokens: 9% of a 5-row step, 6% at 6, 3% at 16; whole rows 2% better at 64).
-template <typename T, typename KV>
+template <typename T, typename KV, typename O = T>
 void paged_attention(const T* qp, const AttnPool<KV>& pool, const int64_t* idx, const int64_t* lens, int64_t B, int64_t Lmax, int64_t H,
-                     int64_t Hkv, int64_t D, T* op) {
-  const int64_t G = H / Hkv, Lpad = (Lmax + 7) / 8 * 8, per = B >= kWholeRows ? Hkv : 1, nq = per * G;
+                     int64_t Hkv, int64_t D, O* op) {
+  const int64_t G = H / Hkv, Lpad = (Lmax + 15) / 16 * 16, per = B >= kWholeRows ? Hkv : 1, nq = per * G;
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(nq * D), sc(nq * Lpad), kf(8 * D);
+    std::vector<float> qf(nq * D), sc(nq * Lpad), kf(kKeyRows * D);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (Hkv / per), g0 = (task % (Hkv / per)) * per;
       const T* qg = qp + b * H * D + g0 * G * D;  // query heads of KV heads g0.. are contiguous
       for (int64_t i = 0; i < nq * D; ++i) qf[i] = load_f(qg, i);
-      attention_task<T, KV>(pool, idx + b * Lmax, lens[b], g0, per, G, D, scale, qf.data(), sc.data(), Lpad, kf.data(),
+      attention_task<T, KV, O>(pool, idx + b * Lmax, lens[b], g0, per, G, D, scale, qf.data(), sc.data(), Lpad, kf.data(),
                             op + b * H * D + g0 * G * D);
     }
   });

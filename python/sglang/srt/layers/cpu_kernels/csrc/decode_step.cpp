@@ -33,6 +33,7 @@
 #include "decode_attention.h"
 #include "plan_layers.h"
 #include "team_step.h"
+#include "bf16_step.h"
 #include "logits.h"
 #include "decode_inputs.h"
 
@@ -111,6 +112,13 @@ class DecodePlan {
   bool runs_in_one_region(int64_t batch) {
     TORCH_CHECK(batch >= 1, "runs_in_one_region: batch must be at least 1, got ", batch);
     return !layers_.empty() && layers_.front().input_norm.scalar_type() == at::kFloat && !team_layers(batch).empty();
+  }
+
+  // Which driver runs a step of `batch` rows with no adapter rows: "one_region" (team_step.h), "bf16" (bf16_step.h:
+  // every product oneDNN's bfloat16 linear) or "per_op" (run_impl)
+  std::string driver(int64_t batch) {
+    if (runs_in_one_region(batch)) return "one_region";
+    return bf16_step_fits(layers_, batch) ? "bf16" : "per_op";
   }
 
   // The final RMSNorm (float32 [hidden]) and LM head kernels (vocab of their outputs are logits; the rest
@@ -262,6 +270,10 @@ class DecodePlan {
         run_team<KV>(layers_, team, team_inputs(h, in));
         return;
       }
+      if (lora.empty() && bf16_step_fits(layers_, B)) {
+        run_bf16_step<KV>(layers_, team_inputs(h, in));
+        return;
+      }
     }
     const auto opts = h.options().dtype(c10::CppTypeToScalarType<T>::value);
     at::Tensor x = at::empty({B, hidden}, opts);
@@ -357,6 +369,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("set_lora", &DecodePlan::set_lora, py::arg("layer"), py::arg("linear"), py::arg("a"), py::arg("bt"))
       .def("lora_slots", &DecodePlan::lora_slots)
       .def("runs_in_one_region", &DecodePlan::runs_in_one_region, py::arg("batch"))
+      .def("driver", &DecodePlan::driver, py::arg("batch"))
       .def("set_head", &DecodePlan::set_head, py::arg("norm"), py::arg("head"), py::arg("vocab"))
       .def("fuses_head", &DecodePlan::fuses_head, py::arg("batch"), py::arg("rows"))
       .def("run_logits", &DecodePlan::run_logits, py::arg("h"), py::arg("cos"), py::arg("sin"), py::arg("kv_index"), py::arg("kv_lens"),

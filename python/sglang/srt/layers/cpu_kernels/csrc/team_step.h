@@ -171,7 +171,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   // Split-KV when a task per (unit, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
   // ran 2 tasks against 1): each unit's tokens in nt ranges, all its heads a task, the ranges' outputs merged
   const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
-  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax, Lpad = (in.Lmax + 7) / 8 * 8;
+  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax, Lpad = (in.Lmax + 15) / 16 * 16;
   std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
@@ -191,7 +191,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
 #pragma omp parallel num_threads(nt)
   {
     const int tid = omp_get_thread_num(), n_threads = omp_get_num_threads();
-    std::vector<float> sc(nq * Lpad), kf(8 * D), ot(rmax > 1 ? nq * D : 0), krot(D);
+    std::vector<float> sc(nq * Lpad), kf(kKeyRows * D), ot(rmax > 1 ? nq * D : 0), krot(D);
     int64_t r0, r1;
     share(B, tid, n_threads, &r0, &r1);
     // h += add (if any); x = RMSNorm(h) quantized for p, rows r0..r1
@@ -253,14 +253,14 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
         for (int64_t task = t0; task < t1 && S == 1; ++task) {
           const int64_t u = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, b0 = unit[u], R = unit[u + 1] - b0;
           const int64_t off = b0 * qs + g0 * G * D;
-          attention_rows<float, KV>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G, D, scale,
+          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G, D, scale,
                                     q.data() + off, qs, sc.data(), Lpad, kf.data(), ot.data(), attn.data() + off, qs);
           for (int64_t b = b0; b < b0 + R; ++b)
             quantize_blocks(t.o, attn.data() + b * qs + g0 * G * D, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
         }
         for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of unit u, every head
           const int64_t u = task / S, si = task % S, b0 = unit[u], R = unit[u + 1] - b0, L = in.lens[b0 + R - 1];
-          attention_rows<float, KV>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv, G, D,
+          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv, G, D,
                                     scale, q.data() + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(), parts.data() + (si * B + b0) * qs,
                                     qs, stats.data() + (si * B + b0) * H * 2, H * 2);
         }
@@ -302,7 +302,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
 #pragma omp barrier
       product(t.gate_up, gu.data());
 #pragma omp barrier
-      {  // act = SiLU(gate) * up, as ATen's float kernels compute it, a block of 32 at a time, quantized for down
+      {  // act = SiLU(gate) * up (silu_mul8), a block of 32 at a time, quantized for down
         const int64_t nb = inter / 32;
         int64_t i0, i1;
         share(B * nb, tid, n_threads, &i0, &i1);
@@ -311,8 +311,8 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
           const int64_t r = i / nb, b = i % nb;
           const float* g = gu.data() + r * 2 * inter + 32 * b;
           const float* u = g + inter;
-          for (int j = 0; j < 32; j += 8) {  // fast_exp8: the omp simd loop over fast_exp stayed scalar (160 us a row a step)
-            const vf8 gj = load8(g + j), aj = gj / (1.f + fast_exp8(-gj)) * load8(u + j);
+          for (int j = 0; j < 32; j += 8) {
+            const vf8 aj = silu_mul8(load8(g + j), load8(u + j));
             std::memcpy(a + j, &aj, sizeof(aj));
           }
           quantize_blocks(t.down, a, r, b, b + 1, xq);
