@@ -183,7 +183,8 @@ constexpr int64_t kUnitRows = 16;
 // One task over a unit of R <= kUnitRows rows: tokens [ta, tb) of `slots` (row r's own there: [ta, min(tb,
 // lens[r])), lens non-decreasing), KV heads [g0, g0 + per). q: row 0's float32 queries from the task's first
 // query head, row r at q + r * qstride; o likewise (ostride). Scratch: sc [per * R * G, Lpad] (Lpad >= tb - ta,
-// a multiple of 8), kf [8, D], ot [per * R * G, D] (unused when R == 1: the output goes to o directly).
+// a multiple of 16), kf [kKeyRows, D], ot [per * R * G, D] (unused when R == 1: the output goes to o directly); O: the
+// output's type (float, or bfloat16 where a bfloat16 product reads it).
 // stats (optional): row r's [per * G, 2] at stats + r * sstride, each query head's largest score and softmax
 // denominator, from which team_step.h merges token ranges (split-KV decoding); a row with no tokens in the
 // range gets denominator 0 and a zero output.
@@ -303,7 +304,7 @@ void paged_attention(const T* qp, const AttnPool<KV>& pool, const int64_t* idx, 
       const T* qg = qp + b * H * D + g0 * G * D;  // query heads of KV heads g0.. are contiguous
       for (int64_t i = 0; i < nq * D; ++i) qf[i] = load_f(qg, i);
       attention_task<T, KV, O>(pool, idx + b * Lmax, lens[b], g0, per, G, D, scale, qf.data(), sc.data(), Lpad, kf.data(),
-                            op + b * H * D + g0 * G * D);
+                               op + b * H * D + g0 * G * D);
     }
   });
 }

@@ -171,7 +171,8 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   // Split-KV when a task per (unit, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
   // ran 2 tasks against 1): each unit's tokens in nt ranges, all its heads a task, the ranges' outputs merged
   const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
-  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax, Lpad = (in.Lmax + 15) / 16 * 16;
+  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax;
+  const int64_t Lpad = (in.Lmax + 15) / 16 * 16;  // whole blocks of 16 scores (decode_attention_zmm.h stores them whole)
   std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
@@ -253,16 +254,16 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
         for (int64_t task = t0; task < t1 && S == 1; ++task) {
           const int64_t u = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, b0 = unit[u], R = unit[u + 1] - b0;
           const int64_t off = b0 * qs + g0 * G * D;
-          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G, D, scale,
-                                    q.data() + off, qs, sc.data(), Lpad, kf.data(), ot.data(), attn.data() + off, qs);
+          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G,
+                                           D, scale, q.data() + off, qs, sc.data(), Lpad, kf.data(), ot.data(), attn.data() + off, qs);
           for (int64_t b = b0; b < b0 + R; ++b)
             quantize_blocks(t.o, attn.data() + b * qs + g0 * G * D, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
         }
         for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of unit u, every head
           const int64_t u = task / S, si = task % S, b0 = unit[u], R = unit[u + 1] - b0, L = in.lens[b0 + R - 1];
-          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv, G, D,
-                                    scale, q.data() + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(), parts.data() + (si * B + b0) * qs,
-                                    qs, stats.data() + (si * B + b0) * H * 2, H * 2);
+          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv,
+                                           G, D, scale, q.data() + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(),
+                                           parts.data() + (si * B + b0) * qs, qs, stats.data() + (si * B + b0) * H * 2, H * 2);
         }
       }
       if (S > 1) {
