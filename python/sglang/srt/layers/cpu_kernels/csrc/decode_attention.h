@@ -7,14 +7,15 @@
 // Both halves are written so that every accumulator chain is independent of the others and stays in
 // registers: the form this replaced summed each (token, head) score as one chain of D/8 dependent FMAs
 // and kept the weighted sums in memory, and ran at about 8 GFLOP/s (13 of a 33 ms step at 16
-// requests of 200 tokens).
-//  - scores: 8 tokens at a time, 8 accumulators (one per token) against one query vector, the K rows
-//    widened to float once per KV head for all the query heads that share it;
-//  - weighted sum: up to 4 query heads x kChunk vectors of the head accumulated per token from one
-//    widened V chunk (kChunk: 4 where AVX-512 gives 32 registers, 2 on AVX2's 16), and up to 3 heads x
-//    kChunkFew (4) everywhere: the default model's 3 query heads a KV head then take 2 passes over V, not 4
-//    (Zen 1, one thread, 2,000-4,000 cached tokens: 1.23-1.35x the layer's attention, the same bits).
-// Where AVX-512 is there, the same loops run on 16-float registers (decode_attention_zmm.h).
+// requests of 200 tokens). One form, on W-float registers (Lanes8: one AVX2 register; Lanes16, where
+// AVX-512 gives 32 of 16 floats: decode_attention_zmm.h):
+//  - scores: W tokens at a time, W accumulators (one per token) against one query vector, the K rows
+//    widened to float once per KV head for all the query heads that share it, reduced to W scores in
+//    registers;
+//  - weighted sum: up to 4 query heads x a chunk of the head (Lanes::chunk) accumulated per token from one
+//    widened V chunk. On AVX2's 16 registers up to 3 heads x 4 vectors: the default model's 3 query heads a
+//    KV head then take 2 passes over V, not 4 (Zen 1, one thread, 2,000-4,000 cached tokens: 1.23-1.35x the
+//    layer's attention, the same bits); on AVX-512 4 heads x 4 vectors, the whole of a 64-element head.
 // Rows are fetched kPrefetch tokens ahead: a request's slots are scattered over the pool, which
 // defeats the hardware prefetcher at every page boundary. On the 2-core EPYC a thread reads scattered
 // 384-byte rows at about 6 GB/s (DRAM latency about 185 ns) against 21 GB/s for the same rows in
@@ -110,15 +111,6 @@ inline void softmax_row(float* s, int64_t L, float* stats) {
 
 constexpr int64_t kPrefetch = 16;
 constexpr int64_t kWholeRows = 32;  // requests from which a task takes all of a request's KV heads
-#if defined(__AVX512F__)
-constexpr int kChunk = 4;
-#else
-constexpr int kChunk = 2;
-#endif
-// vectors a pass takes for up to 3 query heads: 3 x 4 accumulators, one V vector and 3 broadcast
-// probabilities fill AVX2's 16 registers, and a pass then reads whole 64-byte lines of a bfloat16 V row
-// (two passes of 2 vectors read each line twice, the second time from L3 at long contexts)
-constexpr int kChunkFew = 4;
 
 // The shapes of one layer's attention and where its K/V live
 template <typename KV>
@@ -128,50 +120,94 @@ struct AttnPool {
   int64_t kv_size;  // elements per slot: kv_heads x head_dim
 };
 
-// o[j, c*8 .. (c+CW)*8) for the GB query heads j whose probabilities are p[j * Lpad + t]: sum over the
+// x rounded to T and back on each lane of the float vector type V (round_as's rule)
+template <typename T, typename V>
+inline V round_as_lanes(V x) {
+  if constexpr (std::is_same<T, float>::value) {
+    return x;
+  } else {
+    typedef uint32_t U __attribute__((vector_size(sizeof(V))));
+    U u;
+    std::memcpy(&u, &x, sizeof(u));
+    const U r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    V y;
+    std::memcpy(&y, &r, sizeof(y));
+    return x != x ? x : y;
+  }
+}
+
+// The 8-float form: one AVX2 register (GCC lowers wider vector types on an AVX2-only CPU through the stack)
+struct Lanes8 {
+  typedef vf8 V;
+  static constexpr int W = 8;
+  template <typename E>
+  static V load(const E* p) { return load8(p); }
+  static V lane_sums(V* a) { return lane_sums8(a); }
+  // vectors of a head the next weighted pass takes from element vector c of NV, for gb query heads: 3 x 4
+  // accumulators, one V vector and 3 broadcast probabilities fill AVX2's 16 registers, and a pass then reads
+  // whole 64-byte lines of a bfloat16 V row; 2 (head sizes are multiples of 16) for 4 heads or a head's rest
+  static int chunk(int64_t gb, int64_t left) { return gb <= 3 && left >= 4 ? 4 : 2; }
+};
+
+#if defined(__AVX512F__)
+}  // namespace
+#include "decode_attention_zmm.h"
+namespace {
+using Lanes = Lanes16;
+#else
+using Lanes = Lanes8;
+#endif
+// the tokens a block of scores takes, and so the rows of widened K a task's scratch kf holds
+constexpr int64_t kKeyRows = Lanes::W;
+
+// o[j, at' .. at' + W CW) for the GB query heads j whose probabilities are p[j * Lpad + t]: sum over the
 // request's L tokens of p x V (the CW vectors at element `at` of each slot's row)
-template <int GB, int CW, typename O, typename KV>
+template <class Ln, int GB, int CW, typename O, typename KV>
 void weighted_chunk(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t at, const float* p, int64_t Lpad, O* o,
                     int64_t D) {
-  vf8 acc[GB][CW];
+  typedef typename Ln::V V;
+  constexpr int W = Ln::W;
+  V acc[GB][CW];
   for (int j = 0; j < GB; ++j)
-    for (int k = 0; k < CW; ++k) acc[j][k] = vf8{};
+    for (int k = 0; k < CW; ++k) acc[j][k] = V{};
   for (int64_t t = 0; t < L; ++t) {
-    if (t + kPrefetch < L) prefetch(pool.v + slots[t + kPrefetch] * pool.kv_size + at, CW * 8 * sizeof(KV));
     const KV* v = pool.v + slots[t] * pool.kv_size + at;
-    vf8 row[CW];
-    for (int k = 0; k < CW; ++k) row[k] = load8(v + 8 * k);
+    V row[CW];
+    for (int k = 0; k < CW; ++k) row[k] = Ln::load(v + W * k);
     for (int j = 0; j < GB; ++j) {
-      const vf8 pj = vf8{} + p[j * Lpad + t];
+      const V pj = V{} + p[j * Lpad + t];
       for (int k = 0; k < CW; ++k) acc[j][k] += pj * row[k];
     }
   }
   for (int j = 0; j < GB; ++j)
     for (int k = 0; k < CW; ++k)
-      for (int i = 0; i < 8; ++i) o[j * D + 8 * k + i] = round_to<O>(acc[j][k][i]);
+      for (int i = 0; i < W; ++i) o[j * D + W * k + i] = round_to<O>(acc[j][k][i]);
 }
 
-template <int CW, typename O, typename KV>
+template <class Ln, int CW, typename O, typename KV>
 void weighted_heads(int64_t gb, const AttnPool<KV>& pool, const int64_t* slots, int64_t L, int64_t at, const float* p, int64_t Lpad,
                     O* o, int64_t D) {
   switch (gb) {
-    case 1: weighted_chunk<1, CW>(pool, slots, L, at, p, Lpad, o, D); break;
-    case 2: weighted_chunk<2, CW>(pool, slots, L, at, p, Lpad, o, D); break;
-    case 3: weighted_chunk<3, CW>(pool, slots, L, at, p, Lpad, o, D); break;
-    default: weighted_chunk<4, CW>(pool, slots, L, at, p, Lpad, o, D); break;
+    case 1: weighted_chunk<Ln, 1, CW>(pool, slots, L, at, p, Lpad, o, D); break;
+    case 2: weighted_chunk<Ln, 2, CW>(pool, slots, L, at, p, Lpad, o, D); break;
+    case 3: weighted_chunk<Ln, 3, CW>(pool, slots, L, at, p, Lpad, o, D); break;
+    default: weighted_chunk<Ln, 4, CW>(pool, slots, L, at, p, Lpad, o, D); break;
   }
 }
 
-// The tokens a block of scores takes, and so the rows of widened K a task's scratch kf holds: 16 where AVX-512's
-// form (decode_attention_zmm.h) runs, else 8
-#if defined(__AVX512F__)
-constexpr int64_t kKeyRows = 16;
-}  // namespace
-#include "decode_attention_zmm.h"
-namespace {
-#else
-constexpr int64_t kKeyRows = 8;
-#endif
+// W scores of query vector qj against the W key rows kr (NV vectors each), reduced in registers
+template <class Ln>
+inline typename Ln::V key_scores(const float* qj, const float* const* kr, int64_t NV) {
+  typedef typename Ln::V V;
+  constexpr int W = Ln::W;
+  V s[W];
+  for (int t = 0; t < W; ++t) s[t] = V{};
+  for (int64_t i = 0; i < NV; ++i) {
+    const V qi = Ln::load(qj + W * i);
+    for (int t = 0; t < W; ++t) s[t] += qi * Ln::load(kr[t] + W * i);
+  }
+  return Ln::lane_sums(s);
+}
 
 // A unit: R query rows whose slot lists are each a prefix of the next row's (the rows of one request in a
 // verify or a short prefill; row r attends to the first lens[r] slots of the last row's list). A unit's task
@@ -193,28 +229,26 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
                     int64_t per, int64_t G, int64_t D, float scale, const float* q, int64_t qstride, float* sc, int64_t Lpad, float* kf,
                     O* ot, O* o, int64_t ostride, float* stats = nullptr, int64_t sstride = 0) {
   assert(R >= 1 && R <= kUnitRows);  // the callers' invariant: run_team caps its units, attention_task passes 1
-  const int64_t NV = D / 8, off = g0 * D, RG = R * G;
+  typedef typename Lanes::V V;
+  constexpr int W = Lanes::W;
+  const int64_t NV = D / W, off = g0 * D, RG = R * G;
   int64_t own[kUnitRows], L = 0;  // row r's tokens in the range, and the most of them
   for (int64_t r = 0; r < R; ++r) {
     own[r] = std::max<int64_t>(0, std::min(tb, lens[r]) - ta);
     L = std::max(L, own[r]);
   }
   slots += ta;
-#if defined(__AVX512F__)
-  attention_rows16<T, KV, O>(pool, slots, own, R, L, g0, per, G, D, scale, q, qstride, sc, Lpad, kf, ot, o, ostride, stats, sstride);
-  return;
-#endif
-  for (int64_t t0 = 0; t0 < L; t0 += 8) {
-    const int64_t n = std::min<int64_t>(8, L - t0);
+  for (int64_t t0 = 0; t0 < L; t0 += W) {
+    const int64_t n = std::min<int64_t>(W, L - t0);
     // K and V rows of the tokens kPrefetch ahead, toward L2: V's are read again only after the
     // softmax, by then every row of the request has been fetched once (measured: 5-10% of a 64-row step)
-    for (int64_t t = t0 + kPrefetch; t < std::min(L, t0 + 8 + kPrefetch); ++t) {
+    for (int64_t t = t0 + kPrefetch; t < std::min(L, t0 + W + kPrefetch); ++t) {
       prefetch<1>(pool.k + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
       prefetch<1>(pool.v + slots[t] * pool.kv_size + off, per * D * static_cast<int64_t>(sizeof(KV)));
     }
     for (int64_t g = 0; g < per; ++g) {
-      const float* kr[8];
-      for (int64_t tt = 0; tt < 8; ++tt) {
+      const float* kr[W];
+      for (int64_t tt = 0; tt < W; ++tt) {
         if (tt >= n) {
           kr[tt] = kr[0];  // a tail lane: computed, never read
           continue;
@@ -224,8 +258,8 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
           kr[tt] = k;
         } else {
           for (int64_t i = 0; i < NV; ++i) {
-            const vf8 w = load8(k + 8 * i);
-            std::memcpy(kf + tt * D + 8 * i, &w, sizeof(w));
+            const V w = Lanes::load(k + W * i);
+            std::memcpy(kf + tt * D + W * i, &w, sizeof(w));
           }
           kr[tt] = kf + tt * D;
         }
@@ -233,16 +267,8 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
       for (int64_t r = 0; r < R; ++r) {
         if (t0 >= own[r]) continue;  // past this row's tokens (lanes past them in a block: computed, never read)
         for (int64_t jj = 0; jj < G; ++jj) {
-          const float* qj = q + r * qstride + (g * G + jj) * D;
-          vf8 s[8];
-          for (int tt = 0; tt < 8; ++tt) s[tt] = vf8{};
-          for (int64_t i = 0; i < NV; ++i) {
-            const vf8 qi = load8(qj + 8 * i);
-            for (int tt = 0; tt < 8; ++tt) s[tt] += qi * load8(kr[tt] + 8 * i);
-          }
-          const vf8 sum = lane_sums8(s);
-          float* dst = sc + ((g * R + r) * G + jj) * Lpad + t0;
-          for (int i = 0; i < 8; ++i) dst[i] = round_as<T>(sum[i]) * scale;
+          const V sum = round_as_lanes<T>(key_scores<Lanes>(q + r * qstride + (g * G + jj) * D, kr, NV)) * scale;
+          std::memcpy(sc + ((g * R + r) * G + jj) * Lpad + t0, &sum, sizeof(sum));  // whole: Lpad is a multiple of 16
         }
       }
     }
@@ -262,17 +288,16 @@ void attention_rows(const AttnPool<KV>& pool, const int64_t* slots, const int64_
     O* og = R == 1 ? o + g * G * D : ot + g * RG * D;  // one row: its heads are contiguous in o
     for (int64_t j0 = 0; j0 < RG; j0 += 4)
       for (int64_t c = 0; c < NV;) {
-        const int64_t gb = std::min<int64_t>(4, RG - j0), at = off + g * D + 8 * c;
-        if (gb <= 3 && NV - c >= kChunkFew) {
-          weighted_heads<kChunkFew>(gb, pool, slots, L, at, pg + j0 * Lpad, Lpad, og + j0 * D + 8 * c, D);
-          c += kChunkFew;
-        } else if (NV - c >= kChunk) {
-          weighted_heads<kChunk>(gb, pool, slots, L, at, pg + j0 * Lpad, Lpad, og + j0 * D + 8 * c, D);
-          c += kChunk;
-        } else {  // head sizes are multiples of 16: two vectors at a time finish any head
-          weighted_heads<2>(gb, pool, slots, L, at, pg + j0 * Lpad, Lpad, og + j0 * D + 8 * c, D);
-          c += 2;
+        const int64_t gb = std::min<int64_t>(4, RG - j0), at = off + g * D + W * c;
+        const int cw = Lanes::chunk(gb, NV - c);
+        const float* pj = pg + j0 * Lpad;
+        O* oj = og + j0 * D + W * c;
+        switch (cw) {
+          case 4: weighted_heads<Lanes, 4>(gb, pool, slots, L, at, pj, Lpad, oj, D); break;
+          case 2: weighted_heads<Lanes, 2>(gb, pool, slots, L, at, pj, Lpad, oj, D); break;
+          default: weighted_heads<Lanes, 1>(gb, pool, slots, L, at, pj, Lpad, oj, D); break;
         }
+        c += cw;
       }
   }
   if (R > 1)
