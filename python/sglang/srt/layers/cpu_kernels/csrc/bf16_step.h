@@ -39,27 +39,20 @@ inline bool bf16_step_fits(const std::vector<Layer>& layers, int64_t B) {
   return !layers.empty();
 }
 
-// x rounded to bfloat16 as c10::BFloat16's constructor rounds it (to nearest even; NaN: 0x7FC0)
-inline uint32_t bf16_bits(uint32_t u, bool nan) { return nan ? 0x7FC0u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16; }
-
-// y[0..n) = bf16(x[0..n)), 8 lanes at a time (the scalar constructor, lane by lane, took most of the SiLU loop)
+// y[0..n) = x[0..n) rounded to bfloat16 by round_as's rule (to nearest even, as c10::BFloat16's constructor; a NaN
+// stays a NaN), 8 lanes at a time (the scalar constructor, lane by lane, took most of the SiLU loop)
 inline void to_bf16_row(const float* x, c10::BFloat16* y, int64_t n) {
   typedef uint32_t vu32x8 __attribute__((vector_size(32)));
   typedef uint16_t vu16x8 __attribute__((vector_size(16)));
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const vf8 v = load8(x + i);
+    const vf8 r = round_as_lanes<c10::BFloat16>(load8(x + i));
     vu32x8 u;
-    std::memcpy(&u, &v, sizeof(u));
-    const vu32x8 r = (vu32x8)(v != v) != 0u ? vu32x8{} + 0x7FC0u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const vu16x8 h = __builtin_convertvector(r, vu16x8);
+    std::memcpy(&u, &r, sizeof(u));
+    const vu16x8 h = __builtin_convertvector(u >> 16, vu16x8);
     std::memcpy(y + i, &h, sizeof(h));
   }
-  for (; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    y[i] = c10::BFloat16(static_cast<uint16_t>(bf16_bits(u, x[i] != x[i])), c10::BFloat16::from_bits());
-  }
+  for (; i < n; ++i) y[i] = c10::BFloat16(x[i]);
 }
 
 // One step (bf16_step_fits holds for in.B rows): h updated in place

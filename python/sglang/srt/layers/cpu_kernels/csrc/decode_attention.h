@@ -159,6 +159,8 @@ using Lanes = Lanes8;
 #endif
 // the tokens a block of scores takes, and so the rows of widened K a task's scratch kf holds
 constexpr int64_t kKeyRows = Lanes::W;
+// the stride of a row of scores for up to Lmax tokens: whole blocks of 16 (a block's scores are stored whole)
+inline int64_t score_stride(int64_t Lmax) { return (Lmax + 15) / 16 * 16; }
 
 // o[j, at' .. at' + W CW) for the GB query heads j whose probabilities are p[j * Lpad + t]: sum over the
 // request's L tokens of p x V (the CW vectors at element `at` of each slot's row)
@@ -171,6 +173,7 @@ void weighted_chunk(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
   for (int j = 0; j < GB; ++j)
     for (int k = 0; k < CW; ++k) acc[j][k] = V{};
   for (int64_t t = 0; t < L; ++t) {
+    if (t + kPrefetch < L) prefetch(pool.v + slots[t + kPrefetch] * pool.kv_size + at, CW * W * sizeof(KV));
     const KV* v = pool.v + slots[t] * pool.kv_size + at;
     V row[CW];
     for (int k = 0; k < CW; ++k) row[k] = Ln::load(v + W * k);
@@ -218,8 +221,8 @@ constexpr int64_t kUnitRows = 16;
 
 // One task over a unit of R <= kUnitRows rows: tokens [ta, tb) of `slots` (row r's own there: [ta, min(tb,
 // lens[r])), lens non-decreasing), KV heads [g0, g0 + per). q: row 0's float32 queries from the task's first
-// query head, row r at q + r * qstride; o likewise (ostride). Scratch: sc [per * R * G, Lpad] (Lpad >= tb - ta,
-// a multiple of 16), kf [kKeyRows, D], ot [per * R * G, D] (unused when R == 1: the output goes to o directly); O: the
+// query head, row r at q + r * qstride; o likewise (ostride). Scratch: sc [per * R * G, Lpad] (Lpad: a
+// score_stride of at least tb - ta), kf [kKeyRows, D], ot [per * R * G, D] (unused when R == 1: the output goes to o directly); O: the
 // output's type (float, or bfloat16 where a bfloat16 product reads it).
 // stats (optional): row r's [per * G, 2] at stats + r * sstride, each query head's largest score and softmax
 // denominator, from which team_step.h merges token ranges (split-KV decoding); a row with no tokens in the
@@ -320,7 +323,7 @@ void attention_task(const AttnPool<KV>& pool, const int64_t* slots, int64_t L, i
 template <typename T, typename KV, typename O = T>
 void paged_attention(const T* qp, const AttnPool<KV>& pool, const int64_t* idx, const int64_t* lens, int64_t B, int64_t Lmax, int64_t H,
                      int64_t Hkv, int64_t D, O* op) {
-  const int64_t G = H / Hkv, Lpad = (Lmax + 15) / 16 * 16, per = B >= kWholeRows ? Hkv : 1, nq = per * G;
+  const int64_t G = H / Hkv, Lpad = score_stride(Lmax), per = B >= kWholeRows ? Hkv : 1, nq = per * G;
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   at::parallel_for(0, B * (Hkv / per), 1, [&](int64_t begin, int64_t end) {
     std::vector<float> qf(nq * D), sc(nq * Lpad), kf(kKeyRows * D);

@@ -172,7 +172,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   // ran 2 tasks against 1): each unit's tokens in nt ranges, all its heads a task, the ranges' outputs merged
   const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
   const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax;
-  const int64_t Lpad = (in.Lmax + 15) / 16 * 16;  // whole blocks of 16 scores (decode_attention_zmm.h stores them whole)
+  const int64_t Lpad = score_stride(in.Lmax);
   std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
