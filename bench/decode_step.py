@@ -5,7 +5,7 @@ Run: .venv/bin/python bench/decode_step.py [--dtype float32] [--quantization aut
      .venv/bin/python bench/decode_step.py --maths float32,mixed,int8 --batches 1,4,32,128   (one batch per bucket of
          ``cpu_kernels/isa.py``'s BUCKETS: also prints the run as an ``isa.MEASURED`` entry and what it picks)
      .venv/bin/python bench/decode_step.py --prefetch 0,512,1024,2048,4096 --batches 1   (the default's fused step at
-         each one-row weight prefetch distance, alternating: what ``isa.WEIGHT_PREFETCH`` holds per CPU model)
+         each weight prefetch distance, alternating: what ``isa.WEIGHT_PREFETCH`` holds per CPU model)
 
 Every request of the batch has ``--prefix`` tokens in the KV cache on pages of
 its own, interleaved as requests that decode in step leave them (request i's
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--best", action="store_true", help="with --maths: the fastest of the alternating steps, not the median "
                     "(on a machine other processes share, the steps they did not slow)")
     ap.add_argument("--maths", default="", help="A,B: fused steps on each SGLANG_CPU_GGUF_MATH, alternating, instead of eager vs fused")
-    ap.add_argument("--prefetch", default="", help="D1,D2: the fused step at each one-row weight prefetch distance (bytes, 0: off), alternating")
+    ap.add_argument("--prefetch", default="", help="D1,D2: the fused step at each weight prefetch distance (bytes, 0: off), alternating")
     args = ap.parse_args()
     if args.maths:
         return compare_maths(args)
@@ -139,7 +139,7 @@ def compare_prefetch(args: argparse.Namespace) -> None:
     runner = scheduler(dtype=args.dtype, quantization=args.quantization, fused_decode="on", page_size=ps,
                        max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
     kernels = load_decode_kernels()
-    was = kernels.weight_prefetch()
+    was, rows = kernels.weight_prefetch(), kernels.weight_prefetch_rows()
     print(f"one fused decode step, {runner.weight_format.summary()}, {args.prefix} cached tokens per request, {os.cpu_count()} cores, "
           f"median (best) of 45, the distances alternating")
     print(f"{'batch':>5} " + " ".join(f"{d:>17}" for d in dists))
@@ -151,7 +151,7 @@ def compare_prefetch(args: argparse.Namespace) -> None:
             with torch.inference_mode():
                 for i in range(48 if n else 6):
                     for d in dists:
-                        kernels.set_weight_prefetch(d)
+                        kernels.set_weight_prefetch(d, rows)  # in passes of the rows the CPU's setting names
                         t0 = time.perf_counter()
                         runner.fused_decode.run(fb)
                         if i >= 3:
@@ -165,7 +165,7 @@ def compare_prefetch(args: argparse.Namespace) -> None:
                     print(f"      fastest {best} bytes, {med[0] / med[best]:.2f}x off: "
                           f"{'worth taking' if worth else f'within {MARGIN:g}x of off, not worth it'}")
     finally:
-        kernels.set_weight_prefetch(was)
+        kernels.set_weight_prefetch(was, rows)
 
 
 def print_measured(batches: list[int], table: dict[str, list[float]], args: argparse.Namespace) -> None:

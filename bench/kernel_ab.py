@@ -25,14 +25,17 @@ from types import ModuleType
 
 def _load(source: Path, tag: str) -> ModuleType:
     from sglang.srt.layers.cpu_kernels.build import apply_weight_prefetch, build
+    from sglang.srt.layers.cpu_kernels.isa import host_weight_prefetch
 
     so = build(source, f"sglang_kernel_ab_{tag}")  # the module name is the file stem, so the two differ
     spec = importlib.util.spec_from_file_location(so.name.split(".")[0], so)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    if hasattr(mod, "set_weight_prefetch"):  # as the engine loads it (a source before the prefetch lacks it)
+    if hasattr(mod, "weight_prefetch_rows"):  # as the engine loads it
         apply_weight_prefetch(mod, mod.ISA_FAMILY)
+    elif hasattr(mod, "set_weight_prefetch"):  # a source from before passes of several rows were prefetched
+        mod.set_weight_prefetch(host_weight_prefetch(mod.ISA_FAMILY).bytes)
     return mod
 
 

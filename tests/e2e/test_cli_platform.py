@@ -61,7 +61,7 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     from sglang.srt.layers.cpu_kernels.isa import format_prefetch, weight_prefetch
 
     pf = format_prefetch(weight_prefetch(family, cpu_model(), None))
-    assert data["cpu_kernel_family"]["weight_prefetch"] == pf and f"one-row weight prefetch of the integer GGUF kernels: {pf}" in proc.stdout
+    assert data["cpu_kernel_family"]["weight_prefetch"] == pf and f"weight prefetch of the integer GGUF kernels: {pf}" in proc.stdout
     forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed", "SGLANG_CPU_WEIGHT_PREFETCH": "512"})
     assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout
     assert "GGUF kernels (float32 models): mixed math (forced by SGLANG_CPU_GGUF_MATH)" in forced.stdout

@@ -1,4 +1,4 @@
-"""The one-row weight prefetch of the integer GGUF kernels (needs g++): it changes no bits at any distance, the
+"""The weight prefetch of the integer GGUF kernels (needs g++): it changes no bits at any distance, the
 kernels refuse a distance they cannot take, and the loader applies this CPU's setting (``isa.weight_prefetch``,
 ``SGLANG_CPU_WEIGHT_PREFETCH``), a malformed one stopping it. Whether it pays is measured in bench/, not here."""
 
@@ -26,34 +26,38 @@ def family(request):
 
 
 @pytest.mark.parametrize("act", sorted(ACTS))
-def test_the_one_row_weight_prefetch_changes_no_bits(family, act):
+def test_the_weight_prefetch_changes_no_bits(family, act):
     # the prefetch only asks for cache lines (past the weight's end too, which must not fault): every distance gives
-    # the bits of none, at one row (where it runs) and at two
+    # the bits of none, in passes of every size it may serve
     suffix = ACTS[act]
     n, k = 1000, 576
     raw = quantize((0.1 * np.random.default_rng(1).standard_normal((n, k))).astype(np.float32), gguf.GGMLQuantizationType.Q4_1)
     q4 = pack_i8(*q4_blocks(raw, "Q4_1", k))
     raw8 = quantize((0.1 * np.random.default_rng(2).standard_normal((n, k))).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
     q8 = pack_q8_i8(*q8_blocks(raw8, k))
-    was = family.weight_prefetch()
+    was = family.weight_prefetch(), family.weight_prefetch_rows()
     try:
-        for rows in (1, 2):
+        for rows in (1, 2, 4, 6):  # passes of 1, 2 and 4 rows on the vector kernels, 6 on the amx family's tiles
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
             family.set_weight_prefetch(0)
             want = [getattr(family, f"q4_linear_{suffix}")(x, *q4, n), getattr(family, f"q8_linear_{suffix}")(x, *q8, n)]
             for d in (64, 2048, 65536):
-                family.set_weight_prefetch(d)
-                assert family.weight_prefetch() == d
-                got = [getattr(family, f"q4_linear_{suffix}")(x, *q4, n), getattr(family, f"q8_linear_{suffix}")(x, *q8, n)]
-                assert all(torch.equal(a, b) for a, b in zip(want, got)), (rows, d)
+                for upto in (1, 8):
+                    family.set_weight_prefetch(d, upto)
+                    assert (family.weight_prefetch(), family.weight_prefetch_rows()) == (d, upto)
+                    got = [getattr(family, f"q4_linear_{suffix}")(x, *q4, n), getattr(family, f"q8_linear_{suffix}")(x, *q8, n)]
+                    assert all(torch.equal(a, b) for a, b in zip(want, got)), (rows, d, upto)
     finally:
-        family.set_weight_prefetch(was)
+        family.set_weight_prefetch(*was)
 
 
 def test_the_kernels_refuse_a_prefetch_distance_they_cannot_take(family):
     for bad in (-64, 100, 65600):
         with pytest.raises(RuntimeError, match=f"the weight prefetch distance is 0..65536 bytes, a multiple of 64, got {bad}"):
             family.set_weight_prefetch(bad)
+    for bad in (0, 65):
+        with pytest.raises(RuntimeError, match=f"the weight prefetch's rows are 1..64, got {bad}"):
+            family.set_weight_prefetch(64, bad)
 
 
 def test_the_loader_sets_the_hosts_prefetch_and_a_malformed_setting_stops_it(monkeypatch):
@@ -72,4 +76,5 @@ def test_the_loader_sets_the_hosts_prefetch_and_a_malformed_setting_stops_it(mon
     finally:
         monkeypatch.delenv("SGLANG_CPU_WEIGHT_PREFETCH")
         load_decode_kernels.cache_clear()
-    assert load_decode_kernels().weight_prefetch() == weight_prefetch(fam, cpu_model(), None)[0]
+    want = weight_prefetch(fam, cpu_model(), None)
+    assert (load_decode_kernels().weight_prefetch(), load_decode_kernels().weight_prefetch_rows()) == (want.bytes, want.rows)

@@ -265,20 +265,24 @@ ZEN1, ZEN2 = "AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)"
 def test_the_one_row_weight_prefetch_follows_the_cpu_models_own_measurement():
     from sglang.srt.layers.cpu_kernels.isa import format_prefetch, weight_prefetch
 
-    assert weight_prefetch("avx2", ZEN1, None) == (2048, "measured on this CPU; SGLANG_CPU_WEIGHT_PREFETCH=0 turns it off, =N sets N bytes")
+    assert weight_prefetch("avx2", ZEN1, None) == (2048, 1, "measured on this CPU; SGLANG_CPU_WEIGHT_PREFETCH=0 turns it off, =N sets N bytes")
     assert weight_prefetch("avx2", ZEN2, "auto")[0] == 0  # bandwidth-bound at one row: prefetch bought nothing
     # a model not measured takes its family's first run, and says whose
-    n, why = weight_prefetch("avx2", "Intel Xeon (family 6 model 85)", None)
+    n, rows, why = weight_prefetch("avx2", "Intel Xeon (family 6 model 85)", None)
     assert n == 0 and why.startswith(f"measured on {ZEN2}, the same family")
-    assert weight_prefetch("avx512_vnni", ZEN1, None) == (0, "not measured for the avx512_vnni family; SGLANG_CPU_WEIGHT_PREFETCH=2048 tries it")
+    assert weight_prefetch("avx512_vnni", ZEN1, None) == (0, 1, "not measured for the avx512_vnni family; SGLANG_CPU_WEIGHT_PREFETCH=2048 tries it")
     assert format_prefetch(weight_prefetch("avx2", ZEN1, None)).startswith("2048 bytes ahead (measured on this CPU")
     assert format_prefetch(weight_prefetch("avx2", ZEN2, None)).startswith("off (")
+    # the AMX Xeon prefetches passes of up to 8 rows (measured there), Zen 1 one-row passes only
+    xeon = weight_prefetch("amx", isa.MEASURED["amx"][0].cpu, None)
+    assert (xeon.bytes, xeon.rows) == (4096, 8) and format_prefetch(xeon).startswith("4096 bytes ahead in passes of up to 8 rows (")
 
 
 def test_a_forced_weight_prefetch_is_taken_and_a_malformed_one_names_the_variable():
     from sglang.srt.layers.cpu_kernels.isa import weight_prefetch
 
-    assert weight_prefetch("avx2", ZEN2, " 1024 ") == (1024, "forced by SGLANG_CPU_WEIGHT_PREFETCH")
+    assert weight_prefetch("avx2", ZEN2, " 1024 ") == (1024, 1, "forced by SGLANG_CPU_WEIGHT_PREFETCH")
+    assert weight_prefetch("amx", isa.MEASURED["amx"][0].cpu, "1024").rows == 8  # the passes the table names
     assert weight_prefetch("avx2", ZEN1, "0")[0] == 0
     assert weight_prefetch("avx512_vnni", ZEN1, "65536")[0] == 65536
     for bad in ("on", "100", "-64", "65600", "2k", "\u00b2"):
@@ -294,6 +298,7 @@ def test_the_shipped_prefetch_table_names_each_cpu_model_once_within_the_kernels
         assert family in FAMILIES and len({r.cpu for r in runs}) == len(runs)
         for r in runs:
             assert re.fullmatch(r".+ \(family \d+ model \d+\)", r.cpu) and 0 <= r.bytes <= isa.PREFETCH_MAX and r.bytes % 64 == 0
+            assert 1 <= r.rows <= isa.PREFETCH_MAX_ROWS
             assert r.command  # what measured it
 
 

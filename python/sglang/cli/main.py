@@ -53,7 +53,7 @@ def _cmd_platform(args: argparse.Namespace) -> int:
             if kernels.get("kv_cache_dtype_auto"):
                 print(f"KV cache under --kv-cache-dtype auto (float32 models on GGUF blocks): {kernels['kv_cache_dtype_auto']}")
         if kernels.get("weight_prefetch"):
-            print(f"one-row weight prefetch of the integer GGUF kernels: {kernels['weight_prefetch']}")
+            print(f"weight prefetch of the integer GGUF kernels: {kernels['weight_prefetch']}")
     print(format_plugin_report())
     print(f"applied hook targets: {len(targets)}")
     for t in targets:
@@ -64,7 +64,7 @@ def _cmd_platform(args: argparse.Namespace) -> int:
 
 def _cpu_kernel_family() -> dict[str, Any]:
     """The kernel family the CPU kernels would be built for here and why, the GGUF arithmetic per batch size and the
-    one-row weight prefetch (``cpu_kernels/isa.py``; stdlib only)."""
+    weight prefetch (``cpu_kernels/isa.py``; stdlib only)."""
     from sglang.srt.layers.cpu_kernels.isa import (
         IsaError,
         auto_kv_dtype,

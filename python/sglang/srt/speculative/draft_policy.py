@@ -42,11 +42,12 @@ class VerifyCosts:
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
-    # the AMX Xeon, its default plan (int16 up to 8 rows, bf16 above; one-row weight prefetch 4096 bytes), with int16
-    # products of 3+ rows on AMX tiles: bench/spec_cost.py --rounds 15 (4 / 8 rows 2.73 / 3.57 -> 2.00 / 2.59 of a
-    # decode row since the tiles; 2 rows stay on the vector kernels)
+    # the AMX Xeon, its default plan (int16 up to 8 rows, bf16 above; weight prefetch 4096 bytes ahead), int16 products
+    # of 5+ rows on AMX tiles, passes of up to 8 rows prefetching their weights: bench/spec_cost.py --rounds 15, the
+    # mean of two runs (4 / 8 rows 2.00 / 2.59 of a decode row before the multi-row prefetch, 2.73 / 3.57 before the
+    # tiles); 10+ rows run the bf16 arithmetic's GEMM
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
-        (1, 1.12), (2, 1.58), (3, 1.83), (4, 2.00), (5, 2.21), (6, 2.33), (8, 2.59), (10, 4.69), (12, 4.81), (16, 5.30))),),
+        (1, 1.11), (2, 1.18), (3, 1.34), (4, 1.52), (5, 1.87), (6, 1.98), (8, 2.25), (10, 4.37), (12, 4.40), (16, 4.75))),),
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
         (1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32), (16, 5.42))),),
     "avx2": (

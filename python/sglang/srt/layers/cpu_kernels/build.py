@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, format_prefetch, host_choice, host_weight_prefetch
+from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, PrefetchSetting, format_prefetch, host_choice, host_weight_prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def load_decode_kernels(family: str | None = None) -> ModuleType:
         module = _load(family)
         if family not in _logged:
             _logged.add(family)
-            logger.info("CPU kernel family: %s; one-row weight prefetch %s", choice.format(), format_prefetch(module.WEIGHT_PREFETCH))
+            logger.info("CPU kernel family: %s; weight prefetch %s", choice.format(), format_prefetch(module.WEIGHT_PREFETCH))
         return module
     return _load(family)
 
@@ -196,12 +196,12 @@ def _load(family: str) -> ModuleType:
     return module
 
 
-def apply_weight_prefetch(module: ModuleType, family: str) -> tuple[int, str]:
-    """Set ``module``'s one-row weight prefetch (its library's, for every caller in this process) as
+def apply_weight_prefetch(module: ModuleType, family: str) -> PrefetchSetting:
+    """Set ``module``'s weight prefetch (its library's, for every caller in this process) as
     ``isa.host_weight_prefetch`` decides for ``family`` on this CPU, and record it as ``module.WEIGHT_PREFETCH``.
     A malformed ``SGLANG_CPU_WEIGHT_PREFETCH`` raises its ``ValueError`` (naming it), left to abort start-up.
     Who calls: the loader, and benches that load a kernel source of their own (so they time what ships)."""
     setting = host_weight_prefetch(family)
-    module.set_weight_prefetch(setting[0])
+    module.set_weight_prefetch(setting.bytes, setting.rows)
     module.WEIGHT_PREFETCH = setting
     return setting

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 ENV = "SGLANG_CPU_ISA"
 
@@ -44,7 +44,7 @@ FAMILIES: dict[str, Family] = {
     for f in (
         # the avx512_vnni library plus AMX int8 tiles for its int16 products (amx_int16.h), and oneDNN's bfloat16 tiles
         Family("amx", _VNNI_FEATURES | {"avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}, (*_VNNI_FLAGS, "-mamx-tile", "-mamx-int8"),
-               "AVX-512 VNNI kernels, AMX int8 tiles for int16 products of 3+ rows, AMX bfloat16 tiles (oneDNN) where its table says"),
+               "AVX-512 VNNI kernels, AMX int8 tiles for int16 products of 5+ rows, AMX bfloat16 tiles (oneDNN) where its table says"),
         Family("avx512_vnni", _VNNI_FEATURES, _VNNI_FLAGS, "AVX-512F/BW/VL/DQ + VNNI: int8 dot products by vpdpbusd"),
         Family("avx2", frozenset({"avx2", "fma", "f16c"}), ("-mavx2", "-mfma", "-mf16c"),
                "AVX2 + FMA + F16C: int8 dot products by vpmaddubsw + vpmaddwd"),
@@ -188,12 +188,13 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
     # 128 rows 14.1 / 53.6 / 230.6 -> 9.9 / 44.2 / 174.9 ms; mixed16's int16 half likewise), and the bf16 step's own
     # driver (bf16_step.h: 41.3 / 121.1 -> 39.3 / 104.5 ms at 32 / 128 rows). oneDNN's bfloat16 GEMM on AMX tiles is
     # 1.61x int16 at 128 rows, 1.14x at 32, 3.7x slower at one row (a GEMM, not a GEMV). bf16 mixes only with int16
-    # (MIXES_ONLY_WITH): int16 up to 8 rows and bf16 above
+    # (MIXES_ONLY_WITH): int16 up to 8 rows and bf16 above. Re-measured with passes of up to 8 rows prefetching their
+    # weights (WEIGHT_PREFETCH) and the tiles from 5 rows (int16 at 4 rows 10.3 -> 7.3 ms): the same plan
     "amx": (
         Measured(cpu="Intel(R) Xeon(R) Processor (family 6 model 167)",
                  command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,bf16,int8 --batches 1,4,32,128",
-                 ms={"float32": (12.7, 21.4, 90.0, 357.4), "int16": (4.9, 10.3, 44.7, 167.8), "mixed": (9.5, 16.7, 66.0, 271.5),
-                     "mixed16": (4.6, 9.2, 42.2, 183.5), "bf16": (18.0, 19.6, 39.3, 104.5), "int8": (4.4, 8.6, 42.1, 183.4)}),
+                 ms={"float32": (12.4, 19.9, 87.1, 362.3), "int16": (4.7, 7.3, 41.0, 163.2), "mixed": (9.0, 14.2, 66.1, 277.9),
+                     "mixed16": (4.5, 6.8, 41.1, 187.4), "bf16": (16.8, 18.4, 37.2, 98.6), "int8": (4.4, 6.4, 37.4, 186.6)}),
     ),
     # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX, quiet (load average under 1): mixed16 1.16x / 1.22x /
     # 1.19x / 1.45x mixed at 1 / 4 / 32 / 128 rows and within 2-17% of int8 (which is under the quality bar):
@@ -344,26 +345,36 @@ PREFETCH_ENV = "SGLANG_CPU_WEIGHT_PREFETCH"
 
 @dataclass(frozen=True)
 class Prefetch:
-    """How far ahead of the weight block it multiplies (bytes; 0: not at all) a one-row integer product asks for
-    its weights on one CPU model, as ``command`` measured it (a distance is taken only where it beats none by more
-    than ``MARGIN``)."""
+    """How far ahead of the weight block it multiplies (bytes; 0: not at all) an integer product of at most ``rows``
+    rows of x a pass asks for its weights on one CPU model, as ``command`` measured it (a distance is taken only where
+    it beats none by more than ``MARGIN``)."""
 
     cpu: str
     bytes: int
     command: str
+    rows: int = 1  # the most rows of x a pass over the weights serves where the distance was measured to pay
 
 
-# Per family, the one-row weight prefetch of each CPU model measured (``for_cpu`` picks, as for MEASURED). Where
-# the one-row products are compute-bound (Zen 1 runs 256-bit integer multiplies as two halves on one port) the
+class PrefetchSetting(NamedTuple):
+    """What the kernels are set to (``weight_prefetch``): ``bytes`` ahead (0: off) in passes of at most ``rows`` rows."""
+
+    bytes: int
+    rows: int
+    why: str
+
+
+# Per family, the weight prefetch of each CPU model measured (``for_cpu`` picks, as for MEASURED). Where the
+# one-row products are compute-bound (Zen 1 runs 256-bit integer multiplies as two halves on one port) the
 # hardware prefetcher leaves the DRAM reads and the arithmetic mostly unoverlapped; where the bandwidth binds
-# (Zen 2) 512-2048 bytes ahead bought nothing (docs/benchmarks.md, "Tried and dropped"). Batches of 2+ rows are
-# never prefetched: each weight block serves several rows' arithmetic, and prefetching at 4 and 16 rows measured
-# neutral on the Zen 1 EPYC (the only CPU model it was tried on).
+# (Zen 2) 512-2048 bytes ahead bought nothing (docs/benchmarks.md, "Tried and dropped"). On the Zen 1 EPYC
+# prefetching at 4 and 16 rows measured neutral, so its passes of 2+ rows are not prefetched; on the AMX Xeon the
+# hardware prefetcher leaves 2-8 rows as short of the bandwidth as one (below).
 WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
     # the AMX Xeon: one-row steps 5.0 -> 3.4 ms (1.47x) at 4096 bytes ahead, 8192 and 16384 alike (1024: 1.19x, 2048:
-    # 1.32x in the run before); 4 rows unchanged
+    # 1.32x in the run before); with passes of up to 8 rows prefetched too (bench/kernel_ab.py --batch B, the int16
+    # vector kernels and the AMX tiles' unpacking): 2 / 4 / 6 rows 7.0 / 8.7 / 9.9 -> 4.7 / 7.6 / 8.8 ms
     "amx": (Prefetch("Intel(R) Xeon(R) Processor (family 6 model 167)", 4096,
-                     "bench/decode_step.py --prefetch 0,4096,8192,16384 --batches 1,4"),),
+                     "bench/decode_step.py --prefetch 0,4096,8192,16384 --batches 1,4; bench/kernel_ab.py --batch 2,4,6", rows=8),),
     "avx2": (
         Prefetch("AMD EPYC (family 23 model 49)", 0, "hand-written prefetch 512-2048 bytes ahead in the one-row products "
                  "(8fd426a), timed against none: no gain; not re-measured with bench/decode_step.py --prefetch"),
@@ -372,35 +383,37 @@ WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
     ),
 }
 PREFETCH_MAX = 65536  # the kernel's own bound (set_weight_prefetch)
+PREFETCH_MAX_ROWS = 64  # likewise
 
 
-def weight_prefetch(family: str, cpu: str, forced: str | None) -> tuple[int, str]:
-    """(bytes ahead, why) for one-row integer products of kernel family ``family`` on CPU model ``cpu``;
-    ``forced`` is ``SGLANG_CPU_WEIGHT_PREFETCH`` (None/``auto``: the measured table). Raises ``ValueError``
-    naming the variable."""
+def weight_prefetch(family: str, cpu: str, forced: str | None) -> PrefetchSetting:
+    """The weight prefetch of the integer products of kernel family ``family`` on CPU model ``cpu``; ``forced`` is
+    ``SGLANG_CPU_WEIGHT_PREFETCH`` (None/``auto``: the measured table; a forced distance applies to the passes the
+    table names, one row where the CPU model was not measured). Raises ``ValueError`` naming the variable."""
     forced = (forced or "auto").strip().lower()
+    run = for_cpu(WEIGHT_PREFETCH.get(family, ()), cpu)
+    rows = run.rows if run is not None else 1
     if forced != "auto":
         if not (forced.isascii() and forced.isdigit()) or int(forced) % 64 or int(forced) > PREFETCH_MAX:
             raise ValueError(f"{PREFETCH_ENV}={forced!r}: use auto, 0 (off) or bytes ahead, a multiple of 64 up to {PREFETCH_MAX}")
-        return int(forced), f"forced by {PREFETCH_ENV}"
-    run = for_cpu(WEIGHT_PREFETCH.get(family, ()), cpu)
+        return PrefetchSetting(int(forced), rows, f"forced by {PREFETCH_ENV}")
     if run is None:
-        return 0, f"not measured for the {family} family; {PREFETCH_ENV}=2048 tries it"
+        return PrefetchSetting(0, rows, f"not measured for the {family} family; {PREFETCH_ENV}=2048 tries it")
     where = "this CPU" if run.cpu == cpu else f"{run.cpu}, the same family"
-    return run.bytes, f"measured on {where}; {PREFETCH_ENV}=0 turns it off, =N sets N bytes"
+    return PrefetchSetting(run.bytes, rows, f"measured on {where}; {PREFETCH_ENV}=0 turns it off, =N sets N bytes")
 
 
-def host_weight_prefetch(family: str) -> tuple[int, str]:
+def host_weight_prefetch(family: str) -> PrefetchSetting:
     """``weight_prefetch`` for this process's CPU and environment. Who calls: the kernel loader, ``sglang platform``."""
     from sglang.host import cpu_model
 
     return weight_prefetch(family, cpu_model(), os.environ.get(PREFETCH_ENV))
 
 
-def format_prefetch(setting: tuple[int, str]) -> str:
+def format_prefetch(setting: PrefetchSetting) -> str:
     """``weight_prefetch``'s answer as the start-up log and ``sglang platform`` print it."""
-    n, why = setting
-    return f"{'off' if n == 0 else f'{n} bytes ahead'} ({why})"
+    n, rows, why = setting
+    return f"{'off' if n == 0 else f'{n} bytes ahead' + ('' if rows == 1 else f' in passes of up to {rows} rows')} ({why})"
 
 
 def auto_kv_dtype(plan: MathPlan) -> str:

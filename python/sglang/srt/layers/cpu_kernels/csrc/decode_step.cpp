@@ -387,11 +387,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("q8_linear_f32", &q8_linear_f32, "x [M, K] float32 @ packed GGUF Q8_0 weight (int8 [N, K], scale [N, K/32]).T",
         py::call_guard<py::gil_scoped_release>());
-  m.def("set_weight_prefetch", [](int64_t bytes) {
+  m.def("set_weight_prefetch", [](int64_t bytes, int64_t rows) {
         TORCH_CHECK(bytes >= 0 && bytes <= 65536 && bytes % 64 == 0, "the weight prefetch distance is 0..65536 bytes, a multiple of 64, got ", bytes);
+        TORCH_CHECK(rows >= 1 && rows <= 64, "the weight prefetch's rows are 1..64, got ", rows);
         g_weight_prefetch = bytes;
-      }, "how far ahead (bytes, 0: off) this library's one-row integer products prefetch their weights; call between kernel calls", py::arg("bytes"));
+        g_weight_prefetch_rows = static_cast<int>(rows);
+      }, "how far ahead (bytes, 0: off) this library's integer products prefetch their weights in passes of at most `rows` rows; "
+         "call between kernel calls", py::arg("bytes"), py::arg("rows") = 1);
   m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
+  m.def("weight_prefetch_rows", []() { return g_weight_prefetch_rows; }, "the most rows a prefetched pass serves (set_weight_prefetch)");
   m.attr("ISA_FAMILY") = isa::kFamily;
   m.attr("INT8_MAX_ROWS") = isa::kMaxRows;
 #if defined(SGLANG_ISA_AMX)

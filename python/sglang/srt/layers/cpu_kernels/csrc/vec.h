@@ -47,20 +47,21 @@ inline void prefetch(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, kLocality);
 }
-// How far ahead of the weight block it is multiplying a one-row integer product asks for the weights (bytes;
-// 0: not at all), set for this library (one per kernel family) between calls, never while kernels run
-// (set_weight_prefetch, from isa.weight_prefetch): on a core whose
-// one-row products are compute-bound (Zen 1) the hardware prefetcher alone leaves the DRAM reads and the
-// arithmetic mostly unoverlapped; where the bandwidth binds (Zen 2) the extra instructions bought nothing.
+// How far ahead of the weight block it is multiplying an integer product asks for the weights (bytes; 0: not
+// at all), in passes over the weights that serve at most g_weight_prefetch_rows rows of x; set for this library
+// (one per kernel family) between calls, never while kernels run (set_weight_prefetch, from isa.weight_prefetch):
+// on a core whose one-row products are compute-bound (Zen 1) the hardware prefetcher alone leaves the DRAM reads
+// and the arithmetic mostly unoverlapped; where the bandwidth binds (Zen 2) the extra instructions bought nothing;
+// on the AMX Xeon it pays at 1-8 rows.
 inline int64_t g_weight_prefetch = 0;
+inline int g_weight_prefetch_rows = 1;
 
-// the cache lines of the kBytes-byte weight block g_weight_prefetch bytes past p, for one row of x (M == 1)
+// the cache lines of the kBytes-byte weight block g_weight_prefetch bytes past p, for a pass of M rows of x
 template <int M, int64_t kBytes>
 inline void prefetch_weights(const uint8_t* p) {
-  if constexpr (M == 1) {
-    // the address by integer arithmetic: past the weight's end it is no pointer into it (a prefetch never faults)
-    if (g_weight_prefetch > 0) prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + g_weight_prefetch), kBytes);
-  }
+  // the address by integer arithmetic: past the weight's end it is no pointer into it (a prefetch never faults)
+  if (g_weight_prefetch > 0 && M <= g_weight_prefetch_rows)
+    prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + g_weight_prefetch), kBytes);
 }
 
 // The packed float32 products below work on 8 floats at a time: one AVX2
