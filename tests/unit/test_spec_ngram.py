@@ -82,7 +82,7 @@ def test_the_store_stays_within_its_memory_budget_at_the_default_capacity():
     finally:
         tracemalloc.stop()
     assert len(s) == s.capacity
-    assert current < 1.5 * 2 * 2**20  # entries plus the token lists they still point at
+    assert current < 1.6 * 2 * 2**20  # entries plus the token lists they still point at (about 1.5x at 2 MiB)
     s.add("tail", [1, 2, 3, 1, 2])
     assert s.draft("tail", 2) == [3, 1]  # recent entries still draft
 
@@ -322,6 +322,39 @@ def test_match_length_is_the_longest_window_that_occurred_before():
     assert s.match_length("c") == 0  # nothing ending "7 8" occurred before
 
 
+SOURCE = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # a passage in the prompt; the answer copies it with an edit
+
+
+@pytest.mark.parametrize("answer, drafted", [
+    ([10, 11, 12, 13, 99, 14], [15, 16, 17]),  # 99 inserted before 14: the copy goes on after 14
+    ([10, 11, 12, 13, 99, 15], [16, 17, 18]),  # 99 in place of 14
+    ([10, 11, 12, 13, 15, 16], [17, 18, 19]),  # 14 dropped
+])
+def test_an_edited_copy_drafts_the_source_again_after_the_edit(answer, drafted):
+    s = NgramStore(1, 4)
+    s.add("r", [1, 2, *SOURCE, 3, *answer])
+    assert s.match_length("r") == 4  # the four tokens before the edit, not the 1-2 token windows ending in it
+    assert s.draft("r", 3) == drafted
+
+
+def test_the_resync_needs_a_long_window_and_an_alignment():
+    s = NgramStore(1, 4)
+    s.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 98, 99])  # two new tokens after "10 11 12 13": no edit of one token
+    assert s.draft("r", 3) == [] and s.match_length("r") == 0
+    s.add("q", [1, 2, *SOURCE, 3, 12, 13, 99, 14])  # "12 13" is two tokens: too short to trust (RESYNC_BELOW 3)
+    assert s.draft("q", 2) == [15, 16]  # the exact "14" window still drafts, as without the resync
+    assert s.match_length("q") == 1
+    p = NgramStore(1, 4, match_type="PROB")
+    p.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 99, 14])
+    assert p.match_length("r") == 1  # PROB chains successors of the longest window: no resync
+
+
+def test_an_unbroken_copy_keeps_its_longest_match():
+    s = NgramStore(1, 4)
+    s.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 14])
+    assert s.match_length("r") == 4 and s.draft("r", 3) == [15, 16, 17]
+
+
 def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less():
     m = MatchAcceptance()
     assert m.rate(1) < m.rate(2) < m.rate(9)  # the measured priors
@@ -335,6 +368,15 @@ def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less()
     assert st.want(5, m.rate(12)) == 0 and st.want(5, m.rate(1)) > 0
     m.update(12, 0, 0)  # no drafts: nothing learned
     assert m.rate(12) < 0.1
+
+
+def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before():
+    m, st = MatchAcceptance(), DraftState()
+    for _ in range(20):
+        st.update(4, 0)  # this request's drafts all failed (short matches of a paraphrase)
+    assert st.want(5) == 0  # alone, its estimate would stop drafting (a draft model's drafts)
+    assert st.want(5, m.rate(12)) == best_k(m.rate(12), 5) > 0  # a long match still drafts, as its bucket earns
+    assert st.want(5, m.rate(1)) == 0
 
 
 def test_fit_budget_cuts_the_longest_first_and_stops_at_the_knee():

@@ -7,6 +7,13 @@ match windows) points at the sequence and position of its latest occurrence and 
 followed it; drafts are the continuation of the longest matching suffix (``BFS``: the most recent
 occurrence, as upstream's recency order) or the most frequent successor chained token by token (``PROB``).
 
+An answer that copies its source with small edits (a comma added, a word renamed) breaks the longest match at
+every edit, and the windows that end in the edit match nothing useful for a few tokens. So, where the longest
+match is shorter than ``RESYNC_BELOW``, ``BFS`` looks behind the last two tokens: if the ``RESYNC_BELOW`` or more
+tokens before them occurred before (the occurrence before the latest, which is this sequence's own) and the
+tokens after that occurrence line up with the last two as one inserted, replaced or dropped token, the draft
+continues the source from there (``anchor``). Upstream's trie and vLLM's prompt lookup have no such step.
+
 Not thread-safe: the scheduler owns it. Pure Python, no torch: unit-tested without a model.
 """
 
@@ -14,20 +21,24 @@ from __future__ import annotations
 
 from sglang.utils.env import env_number
 
-# An entry costs about 400 bytes in Python (the key tuple, the entry, its successor counts and their dict
-# slots: measured with tracemalloc over 640k entries), so upstream's default capacity of 10M trie nodes
-# would be about 4 GB here; the store also stays under this many MiB (SGLANG_SPEC_NGRAM_MAX_MB).
-ENTRY_BYTES = 400
+# An entry costs about 418 bytes in Python (the key tuple, the entry, its successor counts and their dict
+# slots, and the two of its previous occurrence: measured with tracemalloc over 640k entries), so
+# upstream's default capacity of 10M trie nodes would be about 4 GB here; the store also stays under this many MiB
+# (SGLANG_SPEC_NGRAM_MAX_MB).
+ENTRY_BYTES = 418
 MAX_MB = env_number("SGLANG_SPEC_NGRAM_MAX_MB", 256, int, minimum=1)
 
 _WINDOWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+RESYNC_BELOW = 3  # a longest match this short looks for the source behind an edit (measured: 2 resynced nothing)
 
 
 class _Entry:
-    __slots__ = ("next", "pos", "seq")
+    __slots__ = ("next", "pos", "prev_pos", "prev_seq", "seq")
 
     def __init__(self, seq: list[int], pos: int) -> None:
         self.seq, self.pos = seq, pos
+        self.prev_seq: list[int] | None = None  # the occurrence before the latest (seq, pos), if any
+        self.prev_pos = 0
         self.next: dict[int, int] = {}
 
 
@@ -70,7 +81,7 @@ class NgramStore:
                 if e is None:
                     e = _Entry(seq, pos)
                 else:
-                    e.seq, e.pos = seq, pos
+                    e.prev_seq, e.prev_pos, e.seq, e.pos = e.seq, e.pos, seq, pos
                 e.next[t] = e.next.get(t, 0) + 1
                 entries[key] = e
         while len(entries) > self.capacity:
@@ -96,10 +107,46 @@ class NgramStore:
                     return e, n
         return None, 0
 
+    def anchor(self, seq: list[int]) -> tuple[list[int] | None, int, int]:
+        """Where ``seq``'s draft comes from: (source sequence, the draft's first position there, the match's length);
+        (None, 0, 0) when nothing matches. The longest window ending ``seq``, or, when that is shorter than
+        ``RESYNC_BELOW``, the source behind an edit in the last two tokens (module docstring)."""
+        e, n = self._match(seq)
+        if n < RESYNC_BELOW and len(seq) > RESYNC_BELOW + 2:
+            found = self._resync(seq)
+            if found is not None:
+                return found
+        return (e.seq, e.pos, n) if e is not None else (None, 0, 0)
+
+    def _resync(self, seq: list[int]) -> tuple[list[int], int, int] | None:
+        # a window ending just before the last two tokens was last written when the first of them was appended:
+        # that occurrence is this sequence's own, the one before it the source
+        ctx, x, y = seq[:-2], seq[-2], seq[-1]
+        for m in reversed(self.windows):
+            if m < RESYNC_BELOW or m > len(ctx):
+                continue
+            e = self.entries.get(tuple(ctx[-m:]))
+            if e is None:
+                continue
+            src, p = (e.prev_seq, e.prev_pos) if e.seq is seq and e.pos == len(ctx) else (e.seq, e.pos)
+            if src is None:
+                continue  # only this sequence's own occurrence
+            # src[p] followed the window there
+            if p + 1 < len(src) and src[p] == y:  # x inserted
+                return src, p + 1, m
+            if p + 2 < len(src) and src[p + 1] == y:  # src[p] replaced by x
+                return src, p + 2, m
+            if p + 3 < len(src) and src[p + 1] == x and src[p + 2] == y:  # src[p] dropped
+                return src, p + 3, m
+            return None  # the longest window that occurred before decides
+        return None
+
     def match_length(self, rid: str) -> int:
-        """The length of the longest indexed window that ends ``rid``'s sequence and occurred before (0: none)."""
+        """The length of the match ``rid``'s next draft continues (``anchor``; ``PROB``: the longest window; 0: none)."""
         seq = self.seqs.get(rid)
-        return self._match(seq)[1] if seq else 0
+        if not seq:
+            return 0
+        return self._match(seq)[1] if self.match_type == "PROB" else self.anchor(seq)[2]
 
     def draft(self, rid: str, k: int) -> list[int]:
         """Up to ``min(k, max_depth)`` tokens likely to follow ``rid``'s sequence; empty when nothing matches."""
@@ -117,5 +164,5 @@ class NgramStore:
                 out.append(t)
                 ctx.append(t)
             return out
-        e = self._longest(seq)
-        return [] if e is None else e.seq[e.pos : e.pos + k]
+        src, p, _ = self.anchor(seq)
+        return [] if src is None else src[p : p + k]
