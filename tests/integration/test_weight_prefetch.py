@@ -37,7 +37,7 @@ def test_the_weight_prefetch_changes_no_bits(family, act):
     q8 = pack_q8_i8(*q8_blocks(raw8, k))
     was = family.weight_prefetch(), family.weight_prefetch_rows()
     try:
-        for rows in (1, 2, 4, 6):  # passes of 1, 2 and 4 rows on the vector kernels, 6 on the amx family's tiles
+        for rows in (1, 2, 4, 6, 9):  # passes of 1, 2, 4 rows; 6 in the amx family's 512-bit pass, 9 on its tiles
             x = torch.randn(rows, k, generator=torch.Generator().manual_seed(rows))
             family.set_weight_prefetch(0)
             want = [getattr(family, f"q4_linear_{suffix}")(x, *q4, n), getattr(family, f"q8_linear_{suffix}")(x, *q8, n)]

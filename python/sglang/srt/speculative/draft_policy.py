@@ -43,11 +43,12 @@ class VerifyCosts:
 # units, so the tables are re-measured whenever the decode step changes.
 VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     # the AMX Xeon, its default plan (int16 up to 8 rows, bf16 above; weight prefetch 4096 bytes ahead), int16 products
-    # of 5+ rows on AMX tiles, passes of up to 8 rows prefetching their weights. 2-8 rows as the server pays them
+    # of 5-8 rows in one 512-bit pass, passes of up to 8 rows prefetching their weights. 2-8 rows as the server pays them
     # (bench/spec_flow_cost.py, three runs, one with SGLANG_SPEC_COMPUTE_KNEE=9 for 8 rows; 5 between 4 and 6): 8-15%
     # dearer than bench/spec_cost.py --rounds 15 prices them back to back (1.18 / 1.34 / 1.52 / 1.98 / 2.25 at 2 / 3 /
     # 4 / 6 / 8 rows), whose 1 and 10-16 rows these are (10+ rows run the bf16 arithmetic's GEMM; the knee keeps a
-    # verify under them). Before the multi-row prefetch 4 / 8 rows cost 2.00 / 2.59, before the tiles 2.73 / 3.57
+    # verify under them). Before the multi-row prefetch 4 / 8 rows cost 2.00 / 2.59, before the tiles 2.73 / 3.57. Three
+    # more runs with the 512-bit pass read 6 / 8 rows 2.11-2.43 / 2.56: the same within the runs' spread
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
         (1, 1.11), (2, 1.27), (3, 1.48), (4, 1.68), (5, 1.99), (6, 2.30), (8, 2.50), (10, 4.37), (12, 4.40), (16, 4.75))),),
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (

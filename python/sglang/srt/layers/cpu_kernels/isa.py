@@ -44,7 +44,7 @@ FAMILIES: dict[str, Family] = {
     for f in (
         # the avx512_vnni library plus AMX int8 tiles for its int16 products (amx_int16.h), and oneDNN's bfloat16 tiles
         Family("amx", _VNNI_FEATURES | {"avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}, (*_VNNI_FLAGS, "-mamx-tile", "-mamx-int8"),
-               "AVX-512 VNNI kernels, AMX int8 tiles for int16 products of 5+ rows, AMX bfloat16 tiles (oneDNN) where its table says"),
+               "AVX-512 VNNI kernels, 512-bit int16 products of 5-8 rows, AMX int8 tiles for 9+, AMX bfloat16 tiles (oneDNN) where its table says"),
         Family("avx512_vnni", _VNNI_FEATURES, _VNNI_FLAGS, "AVX-512F/BW/VL/DQ + VNNI: int8 dot products by vpdpbusd"),
         Family("avx2", frozenset({"avx2", "fma", "f16c"}), ("-mavx2", "-mfma", "-mf16c"),
                "AVX2 + FMA + F16C: int8 dot products by vpmaddubsw + vpmaddwd"),

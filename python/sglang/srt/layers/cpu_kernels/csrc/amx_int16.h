@@ -15,9 +15,9 @@
 // sets of tiles: block b's product, block b - 1's sums stored, block b - 2's scaling. On one thread of the AMX
 // Xeon a block of 16 outputs takes ~54 ns at 2 rows and ~84 at 8, ~27 of them the tiles' own loads, product and
 // store whatever the rows (three separate passes, or the stages further apart, measured no faster), so the tiles
-// paid from 3 rows of x on, and pay from 5 now that both prefetch their weights (kMinRows); fewer stay on the
-// vector kernels. Tiles need the process's permission (arch_prctl ARCH_REQ_XCOMP_PERM, asked once: enabled());
-// without it quant_groups keeps the vector kernels.
+// paid from 3 rows of x on; now that the vector kernels prefetch their weights and 5-8 rows take one 512-bit pass
+// (int16_zmm.h) they serve 9 rows or more (kMinRows), in chunks of up to 8. Tiles need the process's permission
+// (arch_prctl ARCH_REQ_XCOMP_PERM, asked once: enabled()); without it quant_groups keeps the vector kernels.
 // Included by quant_linear.h when built with -DSGLANG_ISA_AMX.
 #pragma once
 #if defined(SGLANG_ISA_AMX)
@@ -34,10 +34,10 @@ namespace amx {
 
 constexpr int kMaxRows = 8;  // rows of x a chunk: their lo and hi bytes fill a tile's 16 rows
 // the fewest rows of x the tiles serve: below, the vector kernels (on the AMX Xeon a fused step of 2 / 4 / 8 rows
-// on int16: 7.1 / 13.3 / 18.1 ms on the vector kernels, 7.6 / 9.7 / 13.2 on tiles; bench/decode_step.py; with
-// both prefetching their weights (isa.WEIGHT_PREFETCH), 3 / 4 / 6 / 8 rows 6.4 / 6.3 / 9.2 / 11.1 ms on the vector
-// kernels, 7.9 / 7.7 / 8.8 / 10.0 on tiles: bench/kernel_ab.py, the one source with each kMinRows)
-constexpr int kMinRows = 5;
+// on int16: 7.1 / 13.3 / 18.1 ms on the vector kernels, 7.6 / 9.7 / 13.2 on tiles; bench/decode_step.py; with the
+// weights prefetched 3 / 4 rows 6.4 / 6.3 ms on the vector kernels, 7.9 / 7.7 on tiles, and 5-8 rows as fast or
+// faster in int16_zmm.h's one pass: bench/kernel_ab.py, the one source with each kMinRows)
+constexpr int kMinRows = 9;
 
 // whether this process may use the tile registers (asked of the kernel once; Linux 5.16+)
 inline bool enabled() {
