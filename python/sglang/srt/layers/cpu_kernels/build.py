@@ -31,7 +31,16 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from sglang.srt.layers.cpu_kernels.isa import FAMILIES, Choice, Family, IsaError, PrefetchSetting, format_prefetch, host_choice, host_weight_prefetch
+from sglang.srt.layers.cpu_kernels.isa import (
+    FAMILIES,
+    Choice,
+    Family,
+    IsaError,
+    PrefetchSetting,
+    format_prefetch,
+    host_choice,
+    host_weight_prefetch,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "int16_zmm.h"
+
 namespace {
 namespace amx {
 
@@ -91,12 +93,7 @@ inline void unpack_pair(const uint8_t* wa, const uint8_t* wb, uint8_t* out, int3
   _mm512_store_si512(w128, _mm512_slli_epi32(sum, 7));
 }
 
-// 16 float16 values: 8 at a, 8 at b
-inline __m512 load_f16x16(const uint16_t* a, const uint16_t* b) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-  return _mm512_cvtph_ps(h);
-}
+using zmm16::load_f16x16;  // 16 float16 values: 8 at a, 8 at b
 
 // Per-thread scratch, reused across calls (each thread splits the rows of x for its own share of the outputs:
 // M x K bytes, a few hundred instructions against the products' thousands)

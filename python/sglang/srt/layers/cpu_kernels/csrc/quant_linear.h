@@ -61,14 +61,13 @@ void quant_groups(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq
                   int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
   const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
 #if defined(SGLANG_ISA_AMX)
-  if constexpr (std::is_same<A, I16Act>::value)  // the same bits on tiles; a last odd or partial group stays here
+  // the same bits on tiles (9+ rows) or in one 512-bit pass (5-8); a last odd or partial group stays here. The
+  // 512-bit pass was measured on the AMX Xeon only: the avx512_vnni family's CPU (Zen 4, which splits 512-bit
+  // operations in two) keeps the 256-bit kernels' two passes until it is measured there
+  if constexpr (std::is_same<A, I16Act>::value) {
     if (M >= amx::kMinRows && amx::enabled()) g0 = amx::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
-#endif
-#if defined(SGLANG_ISA_AMX)
-  // the same bits in one 512-bit pass; likewise. Measured on the AMX Xeon only: the avx512_vnni family's CPU (Zen 4,
-  // which splits 512-bit operations in two) keeps the 256-bit kernels' two passes until it is measured there
-  if constexpr (std::is_same<A, I16Act>::value)
-    if (M >= zmm16::kMinRows && M <= zmm16::kMaxRows) g0 = zmm16::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
+    else if (M >= zmm16::kMinRows && M <= zmm16::kMaxRows) g0 = zmm16::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
+  }
 #endif
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* wg = wp + g * nb * F::kBytes;
