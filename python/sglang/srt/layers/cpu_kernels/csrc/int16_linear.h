@@ -91,9 +91,9 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
 
 // i16_group in the lean shape (isa::kLeanRows): one int32 chain and one float accumulator a row while the blocks
 // stream (two chains a row, as i16_group keeps, spill past 4 rows in 16 registers), the Q4 mins' term after them
-// (store_lean): the same bits as i16_group, row by row
+// (store_lean): the same bits as i16_group, row by row; scheduled as int8_linear.h's pin says
 template <int M, typename F>
-void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
+SGLANG_LEAN_GROUP void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {
   const int64_t nb = K / 32;
   __m256 acc[M];
@@ -109,6 +109,7 @@ void i16_group_lean(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, c
         const int16_t* xb = xq + m * K + b * 32 + 4 * i;
         const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(a, bcast4(xb)), _mm256_madd_epi16(c, bcast4(xb + 2)));
         s[m] = i == 0 ? p : _mm256_add_epi32(s[m], p);
+        pin(s[m]);
       }
     }
     const __m256 dw = load_f16x8(smg + b * (F::kMin ? 16 : 8));
