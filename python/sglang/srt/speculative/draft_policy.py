@@ -56,6 +56,13 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     "avx2": (
         VerifyCosts("AMD EPYC (family 23 model 49)", (
             (1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49))),
+        # the Zen 3 EPYC (family 25 model 1), its weight prefetch (2048 bytes ahead, passes of up to 2 rows) and the lean
+        # groups' register pins: 2-6 rows as the server pays them (bench/spec_flow_cost.py, two runs: 1.34-1.37 / 1.86 /
+        # 2.37-2.50 / 2.47-2.89 / 3.20-3.23; 3 and 5 rows drafted a few times only), 1 and 8-16 rows the medians of four
+        # bench/spec_cost.py --rounds 15 runs (back to back: 2 / 4 / 6 rows 1.26-1.60 / 1.99-2.23 / 2.54-3.11). Its decode
+        # row runs near the bandwidth while each extra row adds compute-bound multiply-adds: 0.3-0.5 of a decode row
+        VerifyCosts("AMD EPYC (family 25 model 1)", (
+            (1, 1.10), (2, 1.36), (3, 1.88), (4, 2.40), (5, 2.75), (6, 3.22), (8, 3.41), (10, 4.45), (12, 5.21), (16, 6.52))),
         VerifyCosts("AMD EPYC (family 23 model 1)", (
             (1, 1.07), (2, 1.56), (3, 2.17), (4, 2.65), (5, 3.32), (6, 3.87), (8, 5.13), (10, 6.40), (12, 7.41), (16, 9.88))),
     ),

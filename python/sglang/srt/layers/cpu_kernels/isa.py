@@ -223,6 +223,14 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
                  command="bench/decode_step.py --best --maths float32,mixed,mixed16,int8 --batches 1,4,32,128",
                  ms={"float32": (19.6, 36.0, 207.9, 836.6), "mixed": (15.0, 28.0, 171.5, 686.7),
                      "mixed16": (9.1, 22.3, 157.8, 628.6), "int8": (7.5, 18.8, 136.8, 549.5)}),
+        # the 2-core Zen 3 EPYC (family 25 model 1: AVX2 only, 256-bit multiplies twice a cycle), with its weight
+        # prefetch (2048 bytes ahead, passes of up to 2 rows) and the lean groups' register pins: mixed16 1.30-1.71x
+        # float32 and 1.21-1.30x mixed, within 4-13% of int8 (under the quality bar): mixed16 wins every bucket (the
+        # session's first run, before the prefetch and pins, in a quieter spell: 4.1 / 7.7 / 51.7 / 230.8 ms)
+        Measured(cpu="AMD EPYC (family 25 model 1)",
+                 command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,int8 --batches 1,4,32,128",
+                 ms={"float32": (9.0, 12.6, 83.0, 358.9), "int16": (4.4, 9.2, 60.6, 262.5), "mixed": (7.2, 10.0, 64.3, 267.1),
+                     "mixed16": (4.2, 7.7, 51.4, 219.9), "int8": (4.0, 6.8, 46.3, 210.9)}),
     ),
 }
 
@@ -380,6 +388,10 @@ WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
                  "(8fd426a), timed against none: no gain; not re-measured with bench/decode_step.py --prefetch"),
         # one-row steps 1.09-1.18x in four alternating runs; 1024-8192 bytes alike, 512 alike in one sweep, short in another
         Prefetch("AMD EPYC (family 23 model 1)", 2048, "bench/decode_step.py --prefetch 0,512,1024,2048,4096 --batches 1"),
+        # Zen 3 (family 25 model 1): 2048 bytes ahead, one / two / three / four rows 1.12x / 1.07x / 1.04x / 1.01x (medians
+        # of 45 alternating steps; 1024-8192 bytes alike at one row): passes of up to 2 rows
+        Prefetch("AMD EPYC (family 25 model 1)", 2048,
+                 "bench/decode_step.py --prefetch 0,1024,2048,4096,8192 --batches 1,2,3,4,6 (with rows=8 while measuring)", rows=2),
     ),
 }
 PREFETCH_MAX = 65536  # the kernel's own bound (set_weight_prefetch)
