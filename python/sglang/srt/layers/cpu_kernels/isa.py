@@ -224,8 +224,8 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
                  ms={"float32": (19.6, 36.0, 207.9, 836.6), "mixed": (15.0, 28.0, 171.5, 686.7),
                      "mixed16": (9.1, 22.3, 157.8, 628.6), "int8": (7.5, 18.8, 136.8, 549.5)}),
         # the 2-core Zen 3 EPYC (family 25 model 1: AVX2 only, 256-bit multiplies twice a cycle), with its weight
-        # prefetch (2048 bytes ahead, passes of up to 2 rows) and the lean groups' register pins: mixed16 1.30-1.71x
-        # float32 and 1.21-1.30x mixed, within 4-13% of int8 (under the quality bar): mixed16 wins every bucket (the
+        # prefetch (2048 bytes ahead, passes of up to 2 rows) and the lean groups' register pins: mixed16 1.61-2.14x
+        # float32 and 1.21-1.71x mixed, within 4-13% of int8 (under the quality bar): mixed16 wins every bucket (the
         # session's first run, before the prefetch and pins, in a quieter spell: 4.1 / 7.7 / 51.7 / 230.8 ms)
         Measured(cpu="AMD EPYC (family 25 model 1)",
                  command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,int8 --batches 1,4,32,128",
