@@ -65,7 +65,9 @@ def test_reports_platform_decision_plugins_and_hooks(tmp_path):
     forced = _run(["platform"], {**env, "SGLANG_CPU_ISA": "avx2", "SGLANG_CPU_GGUF_MATH": "mixed", "SGLANG_CPU_WEIGHT_PREFETCH": "512"})
     assert "CPU kernel family: avx2 (forced by SGLANG_CPU_ISA" in forced.stdout
     assert "GGUF kernels (float32 models): mixed math (forced by SGLANG_CPU_GGUF_MATH)" in forced.stdout
-    assert "weight prefetch of the integer GGUF kernels: 512 bytes ahead (forced by SGLANG_CPU_WEIGHT_PREFETCH)" in forced.stdout
+    forced_pf = format_prefetch(weight_prefetch("avx2", cpu_model(), "512"))  # passes of as many rows as this CPU's entry measured
+    assert forced_pf.startswith("512 bytes ahead") and forced_pf.endswith("(forced by SGLANG_CPU_WEIGHT_PREFETCH)")
+    assert f"weight prefetch of the integer GGUF kernels: {forced_pf}" in forced.stdout
     bad = _run(["platform"], {**env, "SGLANG_CPU_WEIGHT_PREFETCH": "far"})
     assert bad.returncode == 0 and "weight prefetch of the integer GGUF kernels: refused: SGLANG_CPU_WEIGHT_PREFETCH='far'" in bad.stdout
     assert data["platform"]["rule"] == "fallback: SGLANG_USE_CPU_ENGINE=1"
