@@ -15,6 +15,7 @@ def bound_store(init_method: str, world_size: int, rank: int, timeout: datetime.
     and hands it over. With a loopback host, gloo's peer sockets stay on the
     loopback interface too (``GLOO_SOCKET_IFNAME=lo`` unless set).
     """
+    import errno
     import os
     import socket
 
@@ -29,7 +30,17 @@ def bound_store(init_method: str, world_size: int, rank: int, timeout: datetime.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, int(port)))
+    try:
+        sock.bind((host, int(port)))
+    except OSError as exc:
+        # The launcher picks a free port seconds before this rank binds it, and another process (a second server
+        # started beside this one) can take it meanwhile. A group of one rank has no peer that must find the
+        # store, so it takes any free port of the host; a larger group cannot move without its peers.
+        if exc.errno != errno.EADDRINUSE or world_size != 1:
+            sock.close()
+            raise
+        sock.bind((host, 0))
     sock.listen(256)
+    bound = sock.getsockname()[1]
     fd = sock.detach()  # the store owns the listening socket from here (Python must not close it)
-    return dist.TCPStore(host, int(port), world_size, True, timeout, master_listen_fd=fd)
+    return dist.TCPStore(host, bound, world_size, True, timeout, master_listen_fd=fd)
