@@ -385,6 +385,66 @@ def test_argmax_rows_is_torch_max_indices_on_ties_nans_infinities_and_row_stride
         family.argmax_rows(x.double())
 
 
+def test_argmax_rows_with_a_sparse_bias_is_the_biased_rows_max_and_leaves_the_logits_as_they_were(family):
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 1003, generator=gen)
+    x[0, 7], x[0, 8] = 40.0, 30.0  # the raw maximum, pushed below the runner-up by its bias
+    x[1, 300] = x[1, 900] = 9.0  # a tie made by the bias: the first index wins
+    x[2, 11] = float("nan")  # a NaN stays the maximum whatever the bias
+    x[3, 20] = float("inf")  # +inf plus a negative bias is still +inf
+    bias = [{7: -100.0, 8: 0.5}, {300: 1.0, 900: 1.0, 901: -3.0}, {11: -50.0, 12: 100.0}, {20: -100.0}, {}]
+    ids = torch.tensor([t for b in bias for t in b], dtype=torch.long)
+    values = torch.tensor([v for b in bias for v in b.values()], dtype=torch.float32)
+    offsets = torch.tensor([0, *np.cumsum([len(b) for b in bias]).tolist()], dtype=torch.long)
+    wide = torch.randn(5, 1100, generator=gen)
+    wide[:, :1003] = x
+    for logits in (x, wide[:, :1003]):  # a row stride larger than the row
+        before = logits.clone()
+        expected = logits.clone()
+        for r, b in enumerate(bias):
+            if b:
+                expected[r, torch.tensor(list(b))] += torch.tensor(list(b.values()))
+        got = family.argmax_rows(logits, ids, values, offsets).tolist()
+        assert got == expected.max(-1).indices.tolist()
+        assert got[:2] == [8, 300]
+        assert torch.equal(torch.isnan(logits), torch.isnan(before)) and torch.equal(logits.nan_to_num(), before.nan_to_num())
+    with pytest.raises(RuntimeError, match="outside"):
+        family.argmax_rows(x, torch.tensor([1003]), torch.tensor([1.0]), torch.tensor([0, 1, 1, 1, 1, 1]))
+    with pytest.raises(RuntimeError, match="offsets"):
+        family.argmax_rows(x, ids, values, offsets[:-1])
+    with pytest.raises(RuntimeError, match="come together"):
+        family.argmax_rows(x, ids, values)
+    with pytest.raises(RuntimeError, match="overlap"):
+        family.argmax_rows(x[:1].expand(3, 1003), torch.tensor([5]), torch.tensor([1.0]), torch.tensor([0, 1, 1, 1]))
+    assert torch.equal(x.nan_to_num(), x.clone().nan_to_num())
+
+
+def test_sampling_greedy_rows_with_only_a_logit_bias_takes_the_kernels_path_and_the_copys_tokens(family):
+    from sglang.srt.layers.sampler import RequestSampler, sample
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    gen = torch.Generator().manual_seed(6)
+    logits = torch.randn(4, 777, generator=gen)
+    top = logits.max(-1).indices.tolist()
+    biases = [{top[0]: -100.0}, {}, {top[2]: -100.0, 3: 100.0}, {top[3]: -0.0}]
+
+    def samplers() -> list[RequestSampler]:
+        out = []
+        for i, b in enumerate(biases):
+            p = SamplingParams.from_dict({"temperature": 0, "logit_bias": {str(k): v for k, v in b.items()}}, 777)
+            out.append(RequestSampler(p, 0, i))
+        return out
+
+    before = logits.clone()
+    fast_samplers, copy_samplers = samplers(), samplers()
+    fast, fast_info = sample(logits, fast_samplers, family.argmax_rows)
+    copied, copy_info = sample(logits, copy_samplers, None)  # no kernel: the float32 copy, penalized
+    assert fast == copied and fast_info == copy_info == [None] * 4
+    assert fast[0] != top[0] and fast[1] == top[1] and fast[2] == 3 and fast[3] == top[3]
+    assert torch.equal(logits, before)  # the kernel restored the rows it biased
+    assert [s.counts for s in fast_samplers] == [s.counts for s in copy_samplers] == [{t: 1} for t in fast]
+
+
 def test_decode_inputs_are_the_embeddings_q8_rows_and_the_rotary_rows_bit_for_bit(family):
     from sglang.srt.layers.q4_packed import q8_rows
 

@@ -380,8 +380,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_inputs", &decode_inputs, "(h, cos, sin) of a decode step: Q8_0 embedding rows ids dequantized to float32 "
         "(q int8 [V, K], scale float32 [V, K/32]), rotary table rows positions", py::arg("q"), py::arg("scale"), py::arg("ids"),
         py::arg("cos"), py::arg("sin"), py::arg("positions"));
-  m.def("argmax_rows", &argmax_rows, "the index of each row's first maximum (torch.max(-1).indices), logits [R, V] float32",
-        py::arg("logits"));
+  m.def("argmax_rows", &argmax_rows, "the index of each row's first maximum (torch.max(-1).indices), logits [R, V] float32; with "
+        "a sparse logit bias (ids, values, offsets [R + 1]) the maxima of the biased rows, the logits left unchanged",
+        py::arg("logits"), py::arg("bias_ids") = py::none(), py::arg("bias_values") = py::none(), py::arg("bias_offsets") = py::none());
   m.def("lora_product", &lora_product, "y [B, out] += B[s] (A[s] x[r]) for each row r of LoRA slot s = row_slots[r] >= 0 (in place)",
         py::arg("x"), py::arg("y"), py::arg("a"), py::arg("bt"), py::arg("part_sizes"), py::arg("row_slots"), py::arg("mask") = py::none(),
         py::call_guard<py::gil_scoped_release>());
