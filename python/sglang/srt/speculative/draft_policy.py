@@ -51,8 +51,12 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     # more runs with the 512-bit pass read 6 / 8 rows 2.11-2.43 / 2.56: the same within the runs' spread
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
         (1, 1.11), (2, 1.27), (3, 1.48), (4, 1.68), (5, 1.99), (6, 2.30), (8, 2.50), (10, 4.37), (12, 4.40), (16, 4.75))),),
+    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 with the one-region step, the int8 head and split-KV: 2-6
+    # rows as the server pays them (bench/spec_flow_cost.py, two runs: 1.18-1.22 / 1.35-1.41 / 1.55-1.63 / 2.03-2.19 at 2 /
+    # 3 / 4 / 6 rows), 1, 5 and 8-16 rows from bench/spec_cost.py --rounds 15. The table before (2026-12-03) priced 5-16
+    # rows 4-18% dearer (6 rows 2.49, 8 rows 2.92)
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
-        (1, 1.08), (2, 1.17), (3, 1.41), (4, 1.59), (5, 2.12), (6, 2.49), (8, 2.92), (10, 3.64), (12, 4.32), (16, 5.42))),),
+        (1, 1.11), (2, 1.20), (3, 1.38), (4, 1.59), (5, 1.85), (6, 2.11), (8, 2.61), (10, 3.27), (12, 3.93), (16, 5.23))),),
     "avx2": (
         VerifyCosts("AMD EPYC (family 23 model 49)", (
             (1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49))),
@@ -69,8 +73,8 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
 }
 # a family with no table of its own (none built now), or a host without one: the avx2 family's tables
 FALLBACK_FAMILY = "avx2"
-VERIFY_BASE_COST = 1.08  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
-VERIFY_ROW_COST = 0.29  # and each extra row, on average
+VERIFY_BASE_COST = 1.11  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
+VERIFY_ROW_COST = 0.27  # and each extra row, on average
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
