@@ -51,8 +51,8 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     # more runs with the 512-bit pass read 6 / 8 rows 2.11-2.43 / 2.56: the same within the runs' spread
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
         (1, 1.11), (2, 1.27), (3, 1.48), (4, 1.68), (5, 1.99), (6, 2.30), (8, 2.50), (10, 4.37), (12, 4.40), (16, 4.75))),),
-    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 with the one-region step, the int8 head and split-KV: 2-6
-    # rows as the server pays them (bench/spec_flow_cost.py, two runs: 1.18-1.22 / 1.35-1.41 / 1.55-1.63 / 2.03-2.19 at 2 /
+    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 with the kernels of that day: 2-6 rows as the server
+    # pays them (bench/spec_flow_cost.py, two runs: 1.18-1.22 / 1.35-1.41 / 1.55-1.63 / 2.03-2.19 at 2 /
     # 3 / 4 / 6 rows), 1, 5 and 8-16 rows from bench/spec_cost.py --rounds 15. The table before (2026-12-03) priced 5-16
     # rows 4-18% dearer (6 rows 2.49, 8 rows 2.92)
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (

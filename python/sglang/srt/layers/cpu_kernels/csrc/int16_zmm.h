@@ -5,7 +5,10 @@
 // blocks: i16_group_lean's operations lane by lane, so the same bits as every int16 kernel
 // (tests/integration/test_integer_kernels.py). The 256-bit kernels keep two chains a row and spill past 4 rows
 // (a second pass over the weights from 5 rows); here 8 rows take 8 chains and 8 accumulators of the 32 registers.
-// The amx family's library runs it (quant_groups). Included by quant_linear.h.
+// quant_groups runs it: the amx family's library for 5-8 rows (more go to the tiles), the avx512_vnni family's for
+// every batch of 5+ rows, in chunks of 5-8 (on the Zen 4 EPYC, which splits 512-bit operations in two, one thread's
+// int16 products took 1.11-1.29x less time than the 256-bit kernels' passes of up to 4 rows at 5-64 rows; whole
+// steps of 5 / 16 / 32 / 64 rows 1.06x / 1.06-1.07x / 1.05x / 1.05x, bench/kernel_ab.py). Included by quant_linear.h.
 #pragma once
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>

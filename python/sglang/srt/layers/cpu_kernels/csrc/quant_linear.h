@@ -53,22 +53,49 @@ inline bool scales_fit(const at::Tensor& sm, int64_t K, int64_t N) {
   return sm.scalar_type() == at::kHalf && sm.is_contiguous() && sm.numel() == (N + 7) / 8 * (K / 32) * (F::kMin ? 16 : 8);
 }
 
+template <typename A, typename F>
+void quant_groups_256(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
+                      int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1);
+
 // y[:, 8 g0 .. 8 g1) of y [M, N] = x @ W.T for groups g0..g1 of a weight repacked in groups of 8 rows, x
 // quantized (xq [M, K], xd/xs [M, K / 32]); the rows of x in balanced chunks of at most A::kMaxRows.
 // Throws nothing for valid shapes (team_step.h calls it inside a parallel region).
 template <typename A, typename F>
 void quant_groups(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
                   int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
-  const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
 #if defined(SGLANG_ISA_AMX)
-  // the same bits on tiles (9+ rows) or in one 512-bit pass (5-8); a last odd or partial group stays here. The
-  // 512-bit pass was measured on the AMX Xeon only: the avx512_vnni family's CPU (Zen 4, which splits 512-bit
-  // operations in two) keeps the 256-bit kernels' two passes until it is measured there
+  // the same bits on tiles (9+ rows) or in one 512-bit pass (5-8); a last odd or partial group stays on the 256-bit
+  // kernels
   if constexpr (std::is_same<A, I16Act>::value) {
     if (M >= amx::kMinRows && amx::enabled()) g0 = amx::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
     else if (M >= zmm16::kMinRows && M <= zmm16::kMaxRows) g0 = zmm16::i16_pairs<F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
   }
+#elif defined(SGLANG_ISA_AVX512_VNNI)
+  // int16 rows in chunks of 5-8 on 512-bit registers, pairs of groups a pass (int16_zmm.h, where the timings are); a
+  // chunk of fewer rows, and a last odd or partial group, on the 256-bit kernels
+  if constexpr (std::is_same<A, I16Act>::value) {
+    if (M >= zmm16::kMinRows) {
+      const int64_t nb = K / 32, wide = (M + zmm16::kMaxRows - 1) / zmm16::kMaxRows;
+      for (int64_t c = 0, m0 = 0; c < wide; ++c) {
+        const int64_t m1 = M * (c + 1) / wide, rows = m1 - m0;  // chunk sizes differ by at most one row
+        const int64_t gs = rows >= zmm16::kMinRows
+                               ? zmm16::i16_pairs<F>(wp, sp, xq + m0 * K, xd + m0 * nb, xs + m0 * nb, y + m0 * N, rows, K, N, g0, g1)
+                               : g0;
+        quant_groups_256<A, F>(wp, sp, xq + m0 * K, xd + m0 * nb, xs + m0 * nb, y + m0 * N, rows, K, N, gs, g1);
+        m0 = m1;
+      }
+      return;
+    }
+  }
 #endif
+  quant_groups_256<A, F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
+}
+
+// quant_groups on the family's 256-bit kernels alone: rows in balanced chunks of at most A::kMaxRows
+template <typename A, typename F>
+void quant_groups_256(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
+                      int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
+  const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* wg = wp + g * nb * F::kBytes;
     const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
