@@ -51,12 +51,13 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     # more runs with the 512-bit pass read 6 / 8 rows 2.11-2.43 / 2.56: the same within the runs' spread
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
         (1, 1.11), (2, 1.27), (3, 1.48), (4, 1.68), (5, 1.99), (6, 2.30), (8, 2.50), (10, 4.37), (12, 4.40), (16, 4.75))),),
-    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 with the kernels of that day: 2-6 rows as the server
-    # pays them (bench/spec_flow_cost.py, two runs: 1.18-1.22 / 1.35-1.41 / 1.55-1.63 / 2.03-2.19 at 2 /
-    # 3 / 4 / 6 rows), 1, 5 and 8-16 rows from bench/spec_cost.py --rounds 15. The table before (2026-12-03) priced 5-16
-    # rows 4-18% dearer (6 rows 2.49, 8 rows 2.92)
+    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 after its int16 products of 5+ rows moved to 512-bit
+    # registers (int16_zmm.h): 2-6 rows as the server pays them (bench/spec_flow_cost.py, two runs: 1.17-1.18 / 1.29-1.30
+    # / 1.44-1.49 / 1.77-1.80 / 1.96-2.03 at 2 / 3 / 4 / 5 / 6 rows; before the 512-bit pass two runs read 1.18-1.22 /
+    # 1.35-1.41 / 1.55-1.63 / - / 2.03-2.19), 1 row and 8-16 the medians of four bench/spec_cost.py --rounds 15 runs
+    # (8 rows 2.60-3.34: this VM's speed moves within minutes). The table of 2026-12-03 read 2.12 / 2.49 at 5 / 6 rows
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
-        (1, 1.11), (2, 1.20), (3, 1.38), (4, 1.59), (5, 1.85), (6, 2.11), (8, 2.61), (10, 3.27), (12, 3.93), (16, 5.23))),),
+        (1, 1.11), (2, 1.18), (3, 1.30), (4, 1.47), (5, 1.79), (6, 2.00), (8, 2.86), (10, 3.52), (12, 4.16), (16, 5.54))),),
     "avx2": (
         VerifyCosts("AMD EPYC (family 23 model 49)", (
             (1, 1.04), (2, 1.32), (3, 1.57), (4, 1.77), (5, 2.05), (6, 2.36), (8, 2.95), (10, 3.75), (12, 4.32), (16, 5.49))),
@@ -74,7 +75,10 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
 # a family with no table of its own (none built now), or a host without one: the avx2 family's tables
 FALLBACK_FAMILY = "avx2"
 VERIFY_BASE_COST = 1.11  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
-VERIFY_ROW_COST = 0.27  # and each extra row, on average
+VERIFY_ROW_COST = 0.30  # and each extra row, on average
+# a draft length is taken only where its modelled tokens per decode row beat the plain step's 1 by this factor (on
+# the Zen 4 EPYC a 2-row verify costs 1.17-1.18 decode rows, so a 1-token match's 20% acceptance modelled a 1.7% gain)
+MIN_GAIN = 1.02
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8
 _DECAY = 0.7
@@ -127,11 +131,12 @@ def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float
            cpu: str | None = None) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
     ``verify_cost`` of ``1 + k`` rows (kernel family ``family`` on CPU model ``cpu``, as ``verify_costs`` reads
-    them: both None, this host's), or the linear ``base_cost + row_cost * k`` where either is given."""
+    them: both None, this host's), or the linear ``base_cost + row_cost * k`` where either is given. Drafting must
+    beat the plain decode step by ``MIN_GAIN``: a table's runs spread wider than the last percent a draft would earn."""
     linear = row_cost is not None or base_cost is not None
     row = VERIFY_ROW_COST if row_cost is None else row_cost
     base = VERIFY_BASE_COST if base_cost is None else base_cost
-    best, best_rate = 0, 1.0
+    best, best_rate = 0, MIN_GAIN
     for k in range(1, k_max + 1):
         rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k, family, cpu))
         if rate > best_rate * 1.0001:
