@@ -126,7 +126,7 @@ struct I16Act {
   // avx512_vnni: 80 us at 4 rows, 173 at 5, 247 at 8), so more rows go in further chunks of at most 4; the lean
   // shape's one chain a row holds isa::kMaxRows
   static constexpr int kMaxRows = isa::kLeanRows ? isa::kMaxRows : 4;
-  static void quantize(const float* x, T* q, float* d, float* s) { quantize_block32_i16(x, q, d, s); }
+  static void quantize(const float* x, T* q, float* d, float* s, bool = false) { quantize_block32_i16(x, q, d, s); }
   template <int M, typename F>
   static void group(const uint8_t* wg, const uint16_t* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {

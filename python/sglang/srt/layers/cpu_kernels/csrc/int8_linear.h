@@ -26,7 +26,7 @@ namespace {
 
 // 32 floats -> 4 x 8 int32 r = x * top / absmax rounded to nearest even (|r| <= top, the MXCSR default),
 // *d = absmax / top, *s = *d * sum of r: the block quantization of both integer activations
-inline void round_block32(const float* x, float top, __m256i* r, float* d, float* s) {
+inline void round_block32(const float* x, float top, __m256i* r, float* d, float* s, bool count = false) {
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 v[4];
   for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
@@ -43,13 +43,15 @@ inline void round_block32(const float* x, float top, __m256i* r, float* d, float
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
   *d = amax / top;
-  *s = *d * static_cast<float>(_mm_cvtsi128_si32(t));
+  const float sum = static_cast<float>(_mm_cvtsi128_si32(t));  // exact: |sum| <= 32 * 32767
+  *s = count ? sum : *d * sum;
 }
 
-// 32 floats -> 32 int8 (as llama.cpp's quantize_row_q8_1: d = absmax / 127)
-inline void quantize_block32(const float* x, int8_t* q, float* d, float* s) {
+// 32 floats -> 32 int8 (as llama.cpp's quantize_row_q8_1: d = absmax / 127); *s = d * sum(q), or with `count` the
+// integer sum(q) itself (a Q8_0 product's input: its weights have no mins, and kQ8Offset takes the exact sum)
+inline void quantize_block32(const float* x, int8_t* q, float* d, float* s, bool count = false) {
   __m256i r[4];
-  round_block32(x, 127.f, r, d, s);
+  round_block32(x, 127.f, r, d, s, count);
   // int32 -> int8 in order: the packs interleave 128-bit lanes, the permutation undoes it
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
@@ -83,8 +85,9 @@ struct Q8I8 {
   static constexpr bool kMin = false;
   static constexpr int64_t kBytes = 256;
   static __m256i vec(const uint8_t* p, int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * i)); }
+  // the wide shape's block: as stored, or offset to unsigned (isa::kQ8Offset)
   static void unpack(const uint8_t* p, __m256i* w) {
-    for (int i = 0; i < 8; ++i) w[i] = vec(p, i);
+    for (int i = 0; i < 8; ++i) w[i] = isa::kQ8Offset ? _mm256_xor_si256(vec(p, i), _mm256_set1_epi8(-128)) : vec(p, i);
   }
   static __m256i dot(const __m256i* w, const __m256i* x4) { return isa::dot_q8_block(w, x4); }
 };
@@ -157,7 +160,10 @@ void i8_group(const uint8_t* wg, const uint16_t* smg, const int8_t* xq, const fl
         std::memcpy(&v, xb + 4 * i, 4);
         x4[i] = _mm256_set1_epi32(v);
       }
-      scale_into<F::kMin>(F::dot(w, x4), s, dw, xd[m * nb + b], xs[m * nb + b], acc[m], macc[m]);
+      __m256i dot = F::dot(w, x4);
+      if constexpr (!F::kMin && isa::kQ8Offset)  // xs holds sum(x) here (I8Act::quantize's count)
+        dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(128 * static_cast<int32_t>(xs[m * nb + b])));
+      scale_into<F::kMin>(dot, s, dw, xd[m * nb + b], xs[m * nb + b], acc[m], macc[m]);
     }
   }
   store_rows<M, F::kMin>(acc, macc, y, N, n0);
@@ -229,7 +235,8 @@ struct I8Act {
   using T = int8_t;
   static constexpr const char* kName = "int8";
   static constexpr int kMaxRows = isa::kMaxRows;  // rows of x one unpacked weight block serves from registers
-  static void quantize(const float* x, T* q, float* d, float* s) { quantize_block32(x, q, d, s); }
+  // `count`: the input of a Q8_0 product, whose s is sum(q) (quantize_block32)
+  static void quantize(const float* x, T* q, float* d, float* s, bool count = false) { quantize_block32(x, q, d, s, count); }
   template <int M, typename F>
   static void group(const uint8_t* wg, const uint16_t* smg, const T* xq, const float* xd, const float* xs, float* y, int64_t K,
                     int64_t N, int64_t n0) {

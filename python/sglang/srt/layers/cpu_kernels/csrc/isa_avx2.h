@@ -29,6 +29,9 @@ inline __m256i dot_q4_block(const __m256i* w, const __m256i* x4) {
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
+// Q8_0 weights as stored, signed (vpmaddubsw's int16 pairs would saturate on w + 128: avx512_vnni's kQ8Offset)
+constexpr bool kQ8Offset = false;
+
 // Q8_0, 8 interleaved rows: |w| against sign(x, w) (a pair is at most 2 * 128 * 127 = 32512, so each
 // vpmaddubsw is widened by its own vpmaddwd before the next is added)
 inline __m256i dot_q8_block(const __m256i* w, const __m256i* x4) {

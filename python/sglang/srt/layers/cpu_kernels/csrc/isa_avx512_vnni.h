@@ -31,14 +31,11 @@ inline __m256i dot_q4_block(const __m256i* w, const __m256i* x4) {
   return _mm256_add_epi32(a, b);
 }
 
-inline __m256i dot_q8_block(const __m256i* w, const __m256i* x4) {
-  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
-  for (int i = 0; i < 8; i += 2) {
-    a = _mm256_dpbusd_epi32(a, _mm256_abs_epi8(w[i]), _mm256_sign_epi8(x4[i], w[i]));
-    b = _mm256_dpbusd_epi32(b, _mm256_abs_epi8(w[i + 1]), _mm256_sign_epi8(x4[i + 1], w[i + 1]));
-  }
-  return _mm256_add_epi32(a, b);
-}
+// Q8_0 with its weights offset to unsigned (kQ8Offset: w + 128, a byte's sign bit flipped once per unpacked block):
+// sum (w + 128) x, which the caller turns into sum w x by subtracting 128 sum x (exact in int32). Per row of x that
+// is one vpdpbusd a vector, where |w| against sign(x, w) took a vpsignb more for every row
+constexpr bool kQ8Offset = true;
+inline __m256i dot_q8_block(const __m256i* wu, const __m256i* x4) { return dot_q4_block(wu, x4); }
 
 // int16 pairs multiplied and summed into acc in one instruction (vpdpwssd; see isa_avx2.h)
 inline __m256i dot_i16(__m256i acc, __m256i w, __m256i x) { return _mm256_dpwssd_epi32(acc, w, x); }

@@ -121,7 +121,7 @@ at::Tensor quant_linear(const at::Tensor& x_in, const at::Tensor& w, const at::T
   std::vector<typename A::T> xq(M * K);
   std::vector<float> xd(M * nb), xs(M * nb);
   const float* xp = x.data_ptr<float>();
-  for (int64_t i = 0; i < M * nb; ++i) A::quantize(xp + i * 32, xq.data() + i * 32, &xd[i], &xs[i]);
+  for (int64_t i = 0; i < M * nb; ++i) A::quantize(xp + i * 32, xq.data() + i * 32, &xd[i], &xs[i], !F::kMin);
   at::Tensor y = at::empty({M, N}, x.options());
   float* yp = y.data_ptr<float>();
   const uint8_t* wp = static_cast<const uint8_t*>(w.data_ptr());

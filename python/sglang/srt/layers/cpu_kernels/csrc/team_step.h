@@ -99,7 +99,7 @@ inline void quantize_blocks(const IntProduct& p, const float* x, int64_t r, int6
     float* s = to.s.data() + r * nb + b;
     const float* xb = x + 32 * (b - b0);
     if (p.i16) I16Act::quantize(xb, static_cast<int16_t*>(q) + 32 * b, d, s);
-    else I8Act::quantize(xb, static_cast<int8_t*>(q) + 32 * b, d, s);
+    else I8Act::quantize(xb, static_cast<int8_t*>(q) + 32 * b, d, s, p.q8);
   }
 }
 
