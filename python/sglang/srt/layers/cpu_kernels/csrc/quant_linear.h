@@ -53,9 +53,21 @@ inline bool scales_fit(const at::Tensor& sm, int64_t K, int64_t N) {
   return sm.scalar_type() == at::kHalf && sm.is_contiguous() && sm.numel() == (N + 7) / 8 * (K / 32) * (F::kMin ? 16 : 8);
 }
 
+// quant_groups on the family's 256-bit kernels alone: rows in balanced chunks of at most A::kMaxRows
 template <typename A, typename F>
 void quant_groups_256(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
-                      int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1);
+                      int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
+  const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* wg = wp + g * nb * F::kBytes;
+    const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
+    for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
+      const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
+      quant_rows<A, F>(wg, smg, xq + m0 * K, xd + m0 * nb, xs + m0 * nb, y + m0 * N, m1 - m0, K, N, g * 8);
+      m0 = m1;
+    }
+  }
+}
 
 // y[:, 8 g0 .. 8 g1) of y [M, N] = x @ W.T for groups g0..g1 of a weight repacked in groups of 8 rows, x
 // quantized (xq [M, K], xd/xs [M, K / 32]); the rows of x in balanced chunks of at most A::kMaxRows.
@@ -89,22 +101,6 @@ void quant_groups(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq
   }
 #endif
   quant_groups_256<A, F>(wp, sp, xq, xd, xs, y, M, K, N, g0, g1);
-}
-
-// quant_groups on the family's 256-bit kernels alone: rows in balanced chunks of at most A::kMaxRows
-template <typename A, typename F>
-void quant_groups_256(const uint8_t* wp, const uint16_t* sp, const typename A::T* xq, const float* xd, const float* xs, float* y,
-                      int64_t M, int64_t K, int64_t N, int64_t g0, int64_t g1) {
-  const int64_t nb = K / 32, chunks = (M + A::kMaxRows - 1) / A::kMaxRows;
-  for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* wg = wp + g * nb * F::kBytes;
-    const uint16_t* smg = sp + g * nb * (F::kMin ? 16 : 8);
-    for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
-      const int64_t m1 = M * (c + 1) / chunks;  // chunk sizes differ by at most one row
-      quant_rows<A, F>(wg, smg, xq + m0 * K, xd + m0 * nb, xs + m0 * nb, y + m0 * N, m1 - m0, K, N, g * 8);
-      m0 = m1;
-    }
-  }
 }
 
 // y = x @ W.T for float32 x [M, K] and a weight repacked in groups of 8 rows (N rows, G = ceil(N / 8) groups)
