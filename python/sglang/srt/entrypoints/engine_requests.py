@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from sglang.srt.entrypoints.engine_args import Prompt
+from sglang.srt.managers.req_state import ReqState
 from sglang.srt.managers.request_errors import EngineDeadError, rid_in_use
-from sglang.srt.managers.tokenizer_manager import ReqState, TokenizerManager
+from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
 
 async def _wait_event(event: asyncio.Event, seconds: float) -> None:

@@ -203,7 +203,11 @@ def launch_server(server_args: ServerArgs) -> int:
             flush=True,
         )
 
-    server = graceful_server_class(on_signal=stopping, on_started=banner)(config)
+    def started(srv: Any) -> None:  # inside the loop, once the socket listens
+        tm.serve_on_loop(asyncio.get_running_loop())  # results read on this loop: one wake a streamed token fewer
+        banner(srv)
+
+    server = graceful_server_class(on_signal=stopping, on_started=started)(config)
 
     def watch() -> None:
         while not server.should_exit:

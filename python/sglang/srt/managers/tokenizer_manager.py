@@ -2,7 +2,8 @@
 
 A receiver thread drains the detokenizer's socket into per-request states;
 sync callers wait on a ``threading.Event``, async callers on an
-``asyncio.Event`` woken thread-safely. An engine failure wakes everyone.
+``asyncio.Event`` woken thread-safely. The HTTP server moves the receiving
+onto its event loop (``serve_on_loop``). An engine failure wakes everyone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import zmq
@@ -37,7 +37,9 @@ from sglang.srt.managers.io_struct import (
     TokenizedGenerateReqInput,
 )
 from sglang.srt.managers.metrics import EngineMetrics
+from sglang.srt.managers.req_state import ReqState
 from sglang.srt.managers.request_errors import EngineDeadError, RequestError, RequestFailedError, check_text, rid_in_use
+from sglang.srt.managers.tokenizer_loop_recv import LoopReceiver, on_loop
 from sglang.srt.sampling.sampling_params import SamplingParams, SamplingParamsError
 
 if TYPE_CHECKING:
@@ -48,53 +50,6 @@ logger = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 1 << 22
 GEN_WINDOW_S = 5.0  # the window of last_gen_throughput  # the HTTP body limit bounds this too; this guards sglang.Engine callers
-
-
-@dataclass
-class ReqState:
-    rid: str
-    prompt_tokens: int
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    text: str = ""
-    output_ids: list[int] = field(default_factory=list)
-    finished: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    logprobs: list[Any] = field(default_factory=list)
-    input_logprobs: list[Any] | None = None  # (logprob, top) of the prompt's tokens from max(1, logprob_start_len)
-    input_ids: list[int] = field(default_factory=list)  # kept only when prompt log-probabilities are asked for
-    logprob_start_len: int = -1
-    dp_rank: int = 0  # the data-parallel replica serving it
-    lora_id: str | None = None  # its adapter, released when it ends
-    error: BaseException | None = None
-    abort_sent: bool = False
-    created: float = field(default_factory=time.perf_counter)
-    last_chunk: float = 0.0
-    event: threading.Event = field(default_factory=threading.Event)
-    loop: asyncio.AbstractEventLoop | None = None
-    aevent: asyncio.Event | None = None
-
-    def add_message(self, text: str, ids: list[int], reason: dict[str, Any] | None, meta: dict[str, Any]) -> None:
-        """Take one message of the detokenizer's (the caller holds the manager's lock). Each chunk keeps what the
-        request had reached with it, so a consumer that takes several chunks at once gives each its own cumulative
-        text, counts and finish reason, not the latest for all."""
-        self.text += text
-        self.output_ids.extend(ids)
-        self.logprobs.extend(meta.get("logprobs") or [])
-        if "input_logprobs" in meta:
-            self.input_logprobs = meta["input_logprobs"]
-        self.meta = meta
-        self.chunks.append({"text": text, "token_ids": list(ids), "finished": reason, "text_len": len(self.text),
-                            "n_out": len(self.output_ids), "meta": meta})
-
-    def wake(self) -> None:
-        """Wake the sync and async waiters. A waiter whose event loop has closed (its Engine user is gone) is
-        skipped: the receive thread goes on to the batch's other requests."""
-        self.event.set()
-        if self.loop is not None and self.aevent is not None and not self.loop.is_closed():
-            try:
-                self.loop.call_soon_threadsafe(self.aevent.set)
-            except RuntimeError:  # closed between the check and the call
-                pass
 
 
 class TokenizerManager:
@@ -130,6 +85,8 @@ class TokenizerManager:
         # the disagg bag this engine published just before building this manager, held: several engines may share a process
         self.disagg_mode, self.disagg_fake = _disagg_mode()
         self._stop = threading.Event()
+        self._handover = threading.Event()  # the receiver thread ends: serve_on_loop takes the socket
+        self._loop_recv: LoopReceiver | None = None
         self.thread = threading.Thread(target=self._recv_loop, daemon=True, name="tokenizer-manager-recv")
         self.thread.start()
 
@@ -290,10 +247,21 @@ class TokenizerManager:
         return state
 
     # -- results -------------------------------------------------------------------
+    def serve_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read results on ``loop`` from now on instead of the receiver thread (``tokenizer_loop_recv``). Called once,
+        on ``loop``'s thread, by the HTTP server at start-up; nothing may block that loop on a result afterwards
+        (the server's blocking calls run in worker threads)."""
+        if self._loop_recv is not None or self._stop.is_set():
+            return
+        self._handover.set()
+        self.thread.join()  # it polls in steps of 100 ms; after this only the loop touches the socket
+        self._loop_recv = LoopReceiver(self.recv_sock, loop, self._handle)
+        self._loop_recv.start()
+
     def _recv_loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self.recv_sock, zmq.POLLIN)
-        while not self._stop.is_set():
+        while not (self._stop.is_set() or self._handover.is_set()):
             try:
                 if poller.poll(100):
                     self._handle(self.recv_sock.recv_pyobj())
@@ -312,14 +280,20 @@ class TokenizerManager:
             if self.lora is not None:
                 self.lora.on_output(msg)
         elif isinstance(msg, EngineFatal):
-            # a rank that stops because a peer died (a torch.distributed error) reports the symptom: name the
-            # process that died first, when the launcher sees one
-            dead = self.root_cause(2.0) if self.root_cause is not None else None
-            message = f"{dead}; then {msg.message}" if dead else msg.message
-            logger.error("the engine stopped: %s", message)
-            self.fail_all(EngineDeadError(message))
+            if self._loop_recv is not None and on_loop(self._loop_recv.loop):  # it waits for the launcher: not on the loop
+                threading.Thread(target=self._on_fatal, args=(msg,), daemon=True, name="tokenizer-manager-fatal").start()
+            else:
+                self._on_fatal(msg)
         elif isinstance(msg, BatchStrOut):
             self._dispatch(msg)
+
+    def _on_fatal(self, msg: EngineFatal) -> None:
+        # a rank that stops because a peer died (a torch.distributed error) reports the symptom: name the process that
+        # died first, when the launcher sees one
+        dead = self.root_cause(2.0) if self.root_cause is not None else None
+        message = f"{dead}; then {msg.message}" if dead else msg.message
+        logger.error("the engine stopped: %s", message)
+        self.fail_all(EngineDeadError(message))
 
     def _dispatch(self, msg: BatchStrOut) -> None:
         for rid, text, ids, reason, meta in zip(msg.rids, msg.texts, msg.output_ids, msg.finished_reasons, msg.meta):
@@ -377,6 +351,8 @@ class TokenizerManager:
 
     def close(self) -> None:
         self._stop.set()
+        if self._loop_recv is not None:
+            self._loop_recv.stop()
         self.thread.join(timeout=2)
         for sock in self.send_socks:
             sock.close(0)
