@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.dists import clean_env, make_dist
-from helpers.server import ServerProc, alive
+from helpers.server import ServerProc, alive, by_role
 
 pytestmark = pytest.mark.e2e
 
@@ -73,17 +73,6 @@ def _stream(url: str, body: dict, out: list, started: threading.Event | None = N
     out.append(events)
 
 
-def _by_role(s: ServerProc) -> tuple[int, int]:
-    """(scheduler pid, detokenizer pid), told apart by the engine's ready line in the log."""
-    pids = [k for k in s.children() if "spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
-    assert len(pids) == 2
-    log = s.text()
-    for pid in pids:
-        if f"scheduler TP0 (pid {pid})" in log:
-            return pid, next(p for p in pids if p != pid)
-    raise AssertionError(f"no scheduler pid in the log: {pids}")
-
-
 @pytest.fixture(scope="module")
 def poisoned(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
@@ -129,7 +118,7 @@ def test_a_hook_raising_for_one_prompt_fails_only_that_request(poisoned):
 
 
 def test_a_stopped_and_continued_detokenizer_delays_but_loses_nothing(poisoned):
-    _, detok = _by_role(poisoned)
+    _, detok = by_role(poisoned)
     body = {"prompt": "Count to ten.", "max_tokens": 16, "temperature": 0}
     want = json.loads(_post(poisoned.url, "/v1/completions", body)[1])["choices"][0]["text"]
     os.kill(detok, signal.SIGSTOP)
@@ -165,7 +154,7 @@ def test_sigterm_under_load_answers_in_flight_requests_and_exits_zero(poisoned):
 def test_sigkill_of_the_scheduler_sends_every_stream_an_error_event(tmp_path):
     s = ServerProc(["--max-total-tokens", "16384"], tmp_path / "log.txt")
     try:
-        sched, detok = _by_role(s)
+        sched, detok = by_role(s)
         kids = s.children()
         out: list = []
         started = [threading.Event() for _ in range(20)]

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from helpers.server import ServerProc
+from helpers.server import ServerProc, by_role
 
 KEY = "sk-test-key"
 
@@ -245,3 +245,29 @@ def test_the_http_process_serves_without_loading_torch(server):
 
     assert "libtorch" not in maps(server.proc.pid)
     assert any("libtorch" in maps(pid) for pid in server.children())  # the scheduler rank: the probe sees torch
+
+
+def test_the_step_threads_and_the_front_ends_are_bound_as_cpu_binding_says(server):
+    """The default binding of a single scheduler whose step uses every core (the 2-core machines): step thread t on
+    core t (the scheduler's main thread is thread 0), and every thread of the HTTP server and of the detokenizer on the
+    step's last core, where their wakes per streamed token take a spinning thread's core rather than the one running
+    the scheduler's Python between steps. With one core there is nothing to choose and nothing is bound."""
+    import os
+
+    from sglang.srt.managers.cpu_binding import allowed_cpus
+
+    cores = set(allowed_cpus())  # the server inherits this process's
+    sched, detok = by_role(server)
+
+    def threads(pid: int) -> list[set[int]]:
+        return [os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{pid}/task")]
+
+    if len(cores) < 2:
+        assert all(a == cores for pid in (server.proc.pid, detok, sched) for a in threads(pid))
+        return
+    last = {max(cores)}
+    assert all(a == last for a in threads(server.proc.pid))
+    assert all(a == last for a in threads(detok))
+    assert os.sched_getaffinity(sched) == {min(cores)}
+    assert {frozenset(a) for a in threads(sched) if len(a) == 1} == {frozenset({c}) for c in cores}
+    assert f"bound to cores {sorted(cores)}, the HTTP server and detokenizer to {sorted(last)}" in server.text()

@@ -66,3 +66,15 @@ def alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def by_role(s: ServerProc) -> tuple[int, int]:
+    """(scheduler pid, detokenizer pid) of a single-scheduler server started with ``--log-level info``, told apart by
+    the engine's ready line in its log."""
+    pids = [k for k in s.children() if "spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+    assert len(pids) == 2
+    log = s.text()
+    for pid in pids:
+        if f"scheduler TP0 (pid {pid})" in log:
+            return pid, next(p for p in pids if p != pid)
+    raise AssertionError(f"no scheduler pid in the log: {pids}")

@@ -181,6 +181,9 @@ def launch_server(server_args: ServerArgs) -> int:
             engine.shutdown()
         return 1
     _log_startup(server_args)
+    from sglang.srt.managers.cpu_binding import bind_front
+
+    bind_front(server_args, "the HTTP server")  # after the engine's children started: they do not inherit it
     app = build_app(engine, server_args)
     tm = engine.tokenizer_manager
     config = uvicorn.Config(app, host=server_args.host, port=server_args.port, log_level="warning", timeout_graceful_shutdown=3)

@@ -119,6 +119,9 @@ def run_detokenizer_process(server_args: ServerArgs, port_args: Any, pipe: Any =
     die_with_parent()
     configure_child_logging(server_args.log_level, "detokenizer")
     try:
+        from sglang.srt.managers.cpu_binding import bind_front
+
+        bind_front(server_args, "the detokenizer")  # before its sockets: their I/O thread inherits the binding
         load_plugins()  # hooks apply here too; the detokenizer still never publishes
         manager = DetokenizerManager(server_args, port_args)
     except BaseException:

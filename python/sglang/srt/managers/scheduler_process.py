@@ -60,12 +60,14 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
     import torch
 
+    from sglang.srt.managers.cpu_binding import bind_step, plan_binding
     from sglang.srt.plugins import load_plugins, plugin_manifest
     from sglang.srt.runtime_context import get_schedule, publish
 
     per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # what taskset/cgroups allow
-    torch.set_num_threads(threads or max(1, cores // per_node))
+    binding = plan_binding(server_args, tp_rank, dp_rank, threads=threads or max(1, cores // per_node))
+    torch.set_num_threads(len(binding.step) if binding is not None else threads or max(1, cores // per_node))
     load_plugins()
     publish(server_args, role="scheduler")
     # resolved after the hooks applied: a REPLACE of the Scheduler (or SchedulerIO) class is what this rank builds
@@ -74,11 +76,16 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
     io = SchedulerIO(tp_rank, server_args.tp_size, port_args.scheduler_input, port_args.detokenizer_input)
     scheduler = Scheduler(server_args, gpu_id, tp_rank, port_args.dist_init, io=io, dp_rank=dp_rank)
+    name = rank_name(tp_rank, dp_rank)
     if scheduler.tp_worker.model_runner.device.type == "cpu":
         from sglang.utils.malloc import keep_heap
 
         keep_heap()  # after loading: its large temporaries went back to the OS
-    name = rank_name(tp_rank, dp_rank)
+        if binding is not None:
+            bound = bind_step(binding)
+            logging.getLogger(__name__).info("scheduler %s: the decode step's %d thread(s) bound to cores %s%s", name, bound,
+                                             list(binding.step), f", the HTTP server and detokenizer to {list(binding.front)}"
+                                             if binding.front else "")
     return scheduler, io, {
         "status": "ready",
         "rank": tp_rank,

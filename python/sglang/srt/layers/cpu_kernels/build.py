@@ -202,7 +202,11 @@ def _load(family: str) -> ModuleType:
         raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
     module.FAMILY = family
     apply_weight_prefetch(module, family)
+    LOADED[family] = module
     return module
+
+
+LOADED: dict[str, ModuleType] = {}  # the families' modules this process has loaded (cpu_binding binds their team)
 
 
 def apply_weight_prefetch(module: ModuleType, family: str) -> PrefetchSetting:

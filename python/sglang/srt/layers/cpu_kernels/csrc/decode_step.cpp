@@ -36,6 +36,7 @@
 #include "bf16_step.h"
 #include "logits.h"
 #include "decode_inputs.h"
+#include "thread_binding.h"
 
 namespace {
 
@@ -395,6 +396,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         g_weight_prefetch_rows = static_cast<int>(rows);
       }, "how far ahead (bytes, 0: off) this library's integer products prefetch their weights in passes of at most `rows` rows; "
          "call between kernel calls", py::arg("bytes"), py::arg("rows") = 1);
+  m.def("bind_team", &bind_team, "binds member t of the decode step's team of len(cpus) threads (the caller is member 0) to core "
+        "cpus[t]; returns how many were bound", py::arg("cpus"));
   m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
   m.def("weight_prefetch_rows", []() { return g_weight_prefetch_rows; }, "the most rows a prefetched pass serves (set_weight_prefetch)");
   m.attr("ISA_FAMILY") = isa::kFamily;
