@@ -231,6 +231,28 @@ def test_expected_tokens_and_best_k():
     assert best_k(0.8, 8, row_cost=0.3, base_cost=1.16) >= 2
 
 
+def test_best_k_is_the_first_draft_length_with_the_best_modelled_rate_on_every_table():
+    """best_k runs once a request a step, so it sums E(k) as it goes and reads the table once; what it returns is
+    still the definition's: the smallest k whose expected_tokens(a, k) / verify_cost(1 + k) beats MIN_GAIN and every
+    shorter k by 0.01%."""
+    from sglang.srt.speculative import draft_policy as dp
+
+    def by_definition(a: float, k_max: int, family: str | None, row_cost: float | None = None) -> int:
+        best, best_rate = 0, dp.MIN_GAIN
+        for k in range(1, k_max + 1):
+            cost = 1.0 + row_cost * k if row_cost is not None else dp.verify_cost(1 + k, family)
+            rate = expected_tokens(a, k) / cost
+            if rate > best_rate * 1.0001:
+                best, best_rate = k, rate
+        return best
+
+    for family in [*dp.VERIFY_COSTS_BY_FAMILY, None]:
+        for a in [i / 200 for i in range(201)]:
+            for k_max in (0, 1, 3, 8, 15):
+                assert best_k(a, k_max, family=family) == by_definition(a, k_max, family), (family, a, k_max)
+    assert all(best_k(a / 50, 8, row_cost=0.3, base_cost=1.0) == by_definition(a / 50, 8, None, 0.3) for a in range(51))
+
+
 def test_verify_costs_follow_the_cpu_kernel_family(monkeypatch):
     from sglang.srt.speculative import draft_policy as dp
 

@@ -120,7 +120,10 @@ def verify_costs(family: str | None = None, cpu: str | None = None) -> tuple[tup
 
 def verify_cost(rows: int, family: str | None = None, cpu: str | None = None) -> float:
     """A verify forward of ``rows`` rows in decode rows (``verify_costs(family, cpu)``, interpolated)."""
-    pts = verify_costs(family, cpu)
+    return _interpolate(verify_costs(family, cpu), rows)
+
+
+def _interpolate(pts: tuple[tuple[int, float], ...], rows: int) -> float:
     for (r0, c0), (r1, c1) in zip(pts, pts[1:]):
         if rows <= r1 or (r1, c1) == pts[-1]:
             return c0 + (c1 - c0) * (rows - r0) / (r1 - r0)
@@ -136,9 +139,11 @@ def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float
     linear = row_cost is not None or base_cost is not None
     row = VERIFY_ROW_COST if row_cost is None else row_cost
     base = VERIFY_BASE_COST if base_cost is None else base_cost
-    best, best_rate = 0, MIN_GAIN
+    pts = None if linear else verify_costs(family, cpu)  # resolved once a call: it runs once a request a step
+    best, best_rate, tokens = 0, MIN_GAIN, 1.0
     for k in range(1, k_max + 1):
-        rate = expected_tokens(a, k) / (base + row * k if linear else verify_cost(1 + k, family, cpu))
+        tokens += a**k  # expected_tokens(a, k), summed in its order
+        rate = tokens / (base + row * k if pts is None else _interpolate(pts, 1 + k))
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best
