@@ -232,12 +232,15 @@ class ModelRunner:
         ar = torch.arange(ps)
         kv_slots, pos, out = [], [], []
         for prefix, n, pg in zip(b.prefix_lens, lens, b.pages):
-            s = (torch.tensor(pg, dtype=torch.long)[:, None] * ps + ar).reshape(-1)[: prefix + n]
+            if ps == 1:  # a page id is its token's slot: one conversion (a verify step runs this for every request)
+                s = torch.tensor(pg[: prefix + n], dtype=torch.long)
+            else:
+                s = (torch.tensor(pg, dtype=torch.long)[:, None] * ps + ar).reshape(-1)[: prefix + n]
             kv_slots.append(h2d(s))
-            out.append(s[prefix:])
-            pos.append(torch.arange(prefix, prefix + n))
-        return ForwardBatch(ForwardMode.EXTEND, h2d(input_ids), h2d(torch.cat(pos)), h2d(torch.cat(out)), b.prefix_lens, lens, h2d(logits_idx),
-                            kv_slots=kv_slots)
+            out.extend(s[prefix:].tolist())
+            pos.extend(range(prefix, prefix + n))
+        return ForwardBatch(ForwardMode.EXTEND, h2d(input_ids), h2d(torch.tensor(pos, dtype=torch.long)),
+                            h2d(torch.tensor(out, dtype=torch.long)), b.prefix_lens, lens, h2d(logits_idx), kv_slots=kv_slots)
 
     def _run_model(self, fb: ForwardBatch) -> torch.Tensor:
         self.attn.init_forward_metadata(fb)
