@@ -66,8 +66,9 @@ def start_scheduler(server_args: ServerArgs, port_args: Any, gpu_id: int, tp_ran
 
     per_node = max(1, server_args.tp_size * server_args.dp_size // server_args.nnodes)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # what taskset/cgroups allow
-    binding = plan_binding(server_args, tp_rank, dp_rank, threads=threads or max(1, cores // per_node))
-    torch.set_num_threads(len(binding.step) if binding is not None else threads or max(1, cores // per_node))
+    threads = threads or max(1, cores // per_node)
+    binding = plan_binding(server_args, tp_rank, dp_rank, threads=threads)
+    torch.set_num_threads(len(binding.step) if binding is not None else threads)
     load_plugins()
     publish(server_args, role="scheduler")
     # resolved after the hooks applied: a REPLACE of the Scheduler (or SchedulerIO) class is what this rank builds

@@ -64,11 +64,7 @@ class LoopReceiver:
         self.stopped = True
         if self.loop.is_closed():
             return
-        try:
-            running = asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            running = False
-        if running or not self.loop.is_running():
+        if on_loop(self.loop) or not self.loop.is_running():
             self.loop.remove_reader(self.fd)
             return
         done = threading.Event()

@@ -1,6 +1,7 @@
 // Binding the decode step's team to cores (sglang/srt/managers/cpu_binding.py decides which).
-// The team is this library's OpenMP pool, the one team_step.h's region forks: libgomp hands team member t
-// the same pool thread in every region of the same size, so binding member t once binds it for good.
+// The team is the process's one OpenMP pool (torch's libgomp, which this library links: torch's own parallel
+// ops share it), the one team_step.h's region forks: libgomp hands team member t the same pool thread in every
+// region of the same size, so binding member t once binds it for good.
 // Included by decode_step.cpp.
 #pragma once
 #include <omp.h>
