@@ -70,6 +70,7 @@ bench: install-test kernels
 	$(PY) bench/linear_backends.py
 	$(PY) bench/decode_step.py
 	$(PY) bench/step_profile.py --batches 1,16,64
+	$(PY) bench/step_interference.py
 	$(PY) bench/offline.py
 	$(PY) bench/int8_probe.py
 	$(PY) bench/serving.py

@@ -202,11 +202,26 @@ def _load(family: str) -> ModuleType:
         raise KernelBuildError(f"the built kernel library {path} does not load: {e}; delete it to rebuild, or {FIX}") from e
     module.FAMILY = family
     apply_weight_prefetch(module, family)
+    apply_step_redo(module)
     LOADED[family] = module
     return module
 
 
 LOADED: dict[str, ModuleType] = {}  # the families' modules this process has loaded (cpu_binding binds their team)
+
+STEP_REDO_ENV = "SGLANG_CPU_STEP_REDO"
+
+
+def apply_step_redo(module: ModuleType) -> bool:
+    """Set whether ``module``'s one-region step lets a thread take over a share another thread left overdue
+    (``csrc/team_redo.h``; the same bits either way) from ``SGLANG_CPU_STEP_REDO``: ``on`` (the default: served,
+    the front-ends preempt a step thread once a token) or ``off`` (every phase ends at a barrier). Anything else
+    raises a ``ValueError`` naming the variable, left to abort start-up. Who calls: the loader."""
+    raw = os.environ.get(STEP_REDO_ENV, "on").strip().lower()
+    if raw not in ("on", "off"):
+        raise ValueError(f"{STEP_REDO_ENV}={raw!r}: expected 'on' (the default) or 'off'")
+    module.set_step_redo(raw == "on")
+    return raw == "on"
 
 
 def apply_weight_prefetch(module: ModuleType, family: str) -> PrefetchSetting:

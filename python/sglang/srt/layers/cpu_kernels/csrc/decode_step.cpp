@@ -398,6 +398,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
          "call between kernel calls", py::arg("bytes"), py::arg("rows") = 1);
   m.def("bind_team", &bind_team, "binds member t of the decode step's team of len(cpus) threads (the caller is member 0) to core "
         "cpus[t]; returns how many were bound", py::arg("cpus"));
+  m.def("set_step_redo", [](bool on) { g_step_redo = on; },
+        "whether a one-region step of at most step_redo_rows() rows lets a thread compute a share of a phase that another "
+        "thread has left overdue (team_redo.h; the same bits either way); call between steps", py::arg("on"));
+  m.def("step_redo", []() { return g_step_redo; }, "what set_step_redo set (on by default)");
+  m.def("step_redo_taken", []() { return g_redo_taken.load(); }, "how many phase shares a thread has computed for another, ever");
+  m.def("stall_step_thread", [](int64_t thread, int64_t phase, int64_t us, bool replay) {
+        TORCH_CHECK(us >= 0 && us <= 1000000, "a stall is 0..1000000 us, got ", us);
+        g_stall_thread = static_cast<int>(thread);
+        g_stall_phase = phase;
+        g_stall_us = us;
+        g_stall_replay = replay;
+      }, "for tests: member `thread` of the step's team sleeps `us` before its share of phase `phase` of every one-region "
+         "step (-1: none), or with `replay` computes the share, sleeps, and computes it again; call between steps",
+        py::arg("thread"), py::arg("phase"), py::arg("us"), py::arg("replay") = false);
+  m.def("step_redo_rows", []() { return kRedoRows; }, "the most rows a step runs with redo (team_redo.h)");
   m.def("weight_prefetch", []() { return g_weight_prefetch; }, "the distance set_weight_prefetch set (0: off)");
   m.def("weight_prefetch_rows", []() { return g_weight_prefetch_rows; }, "the most rows a prefetched pass serves (set_weight_prefetch)");
   m.attr("ISA_FAMILY") = isa::kFamily;

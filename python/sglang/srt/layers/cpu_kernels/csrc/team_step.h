@@ -31,6 +31,7 @@
 
 #include "decode_attention.h"
 #include "plan_layers.h"
+#include "team_redo.h"
 
 namespace {
 
@@ -80,13 +81,13 @@ inline std::vector<TeamLayer> resolve_team(const std::vector<Layer>& layers, int
   return out;
 }
 
-// The quantized activations of a product's input: B rows of K, row r at r * K elements of the product's
-// integer type (int8 rows use the first half of the buffer), block scales d and sums s [B, K / 32]
+// The quantized activations of a product's input (run_team's buffers): B rows of K, row r at r * K elements of
+// the product's integer type (int8 rows use the first half of the buffer), block scales d and sums s [B, K / 32]
 struct QuantRows {
-  std::vector<int16_t> q;
-  std::vector<float> d, s;
-  void* row(bool i16, int64_t r, int64_t K) {
-    return i16 ? static_cast<void*>(q.data() + r * K) : static_cast<void*>(reinterpret_cast<int8_t*>(q.data()) + r * K);
+  int16_t* q;
+  float *d, *s;
+  void* row(bool i16, int64_t r, int64_t K) const {
+    return i16 ? static_cast<void*>(q + r * K) : static_cast<void*>(reinterpret_cast<int8_t*>(q) + r * K);
   }
 };
 
@@ -95,8 +96,8 @@ inline void quantize_blocks(const IntProduct& p, const float* x, int64_t r, int6
   const int64_t nb = p.K / 32;
   void* q = to.row(p.i16, r, p.K);
   for (int64_t b = b0; b < b1; ++b) {
-    float* d = to.d.data() + r * nb + b;
-    float* s = to.s.data() + r * nb + b;
+    float* d = to.d + r * nb + b;
+    float* s = to.s + r * nb + b;
     const float* xb = x + 32 * (b - b0);
     if (p.i16) I16Act::quantize(xb, static_cast<int16_t*>(q) + 32 * b, d, s);
     else I8Act::quantize(xb, static_cast<int8_t*>(q) + 32 * b, d, s, p.q8);
@@ -106,10 +107,10 @@ inline void quantize_blocks(const IntProduct& p, const float* x, int64_t r, int6
 // y [M, N] columns of groups [g0, g1) (plus the bias there) from quantized rows
 inline void product_groups(const IntProduct& p, QuantRows& x, float* y, int64_t M, int64_t g0, int64_t g1) {
   const void* xq = x.row(p.i16, 0, p.K);
-  if (p.i16 && p.q8) quant_groups<I16Act, Q8I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
-  else if (p.i16) quant_groups<I16Act, Q4I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
-  else if (p.q8) quant_groups<I8Act, Q8I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
-  else quant_groups<I8Act, Q4I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d.data(), x.s.data(), y, M, p.K, p.N, g0, g1);
+  if (p.i16 && p.q8) quant_groups<I16Act, Q8I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d, x.s, y, M, p.K, p.N, g0, g1);
+  else if (p.i16) quant_groups<I16Act, Q4I16>(p.w, p.sm, static_cast<const int16_t*>(xq), x.d, x.s, y, M, p.K, p.N, g0, g1);
+  else if (p.q8) quant_groups<I8Act, Q8I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d, x.s, y, M, p.K, p.N, g0, g1);
+  else quant_groups<I8Act, Q4I8>(p.w, p.sm, static_cast<const int8_t*>(xq), x.d, x.s, y, M, p.K, p.N, g0, g1);
   if (p.bias != nullptr)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = g0 * 8; n < std::min(g1 * 8, p.N); ++n) y[m * p.N + n] += p.bias[n];
@@ -149,10 +150,22 @@ inline bool team_fits(const std::vector<Layer>& layers, int64_t H, int64_t Hkv, 
   return true;
 }
 
+// h[r] = a[r] + b[r] over rows [r0, r1) of `width` floats (h may be a: add_into's in-place sum, the same bits)
+inline void add_rows(float* h, const float* a, const float* b, int64_t r0, int64_t r1, int64_t width) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* hr = h + r * width;
+    const float* ar = a + r * width;
+    const float* br = b + r * width;
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) hr[i] = ar[i] + br[i];
+  }
+}
+
 template <typename KV>
 void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in, const TeamHead* head = nullptr) {
   const int64_t B = in.B, hidden = in.hidden, D = in.D, H = in.H, Hkv = in.Hkv, G = H / Hkv;
   const int64_t qs = H * D, kvs = Hkv * D, width = qs + 2 * kvs, inter = team.front().gate_up.N / 2;
+  const int64_t NL = static_cast<int64_t>(layers.size());
   at::internal::lazy_init_num_threads();
   const int nt = std::max(1, at::get_num_threads());
   // Attention units (decode_attention.h): runs of rows whose slot lists are each a prefix of the next row's, so
@@ -173,14 +186,60 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
   const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax;
   const int64_t Lpad = score_stride(in.Lmax);
-  std::vector<float> parts(S > 1 ? S * B * qs : 0), stats(S > 1 ? S * B * H * 2 : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
-  std::vector<float> x(B * hidden), qkv(B * width), q(B * qs), attn(B * qs), o(B * hidden), gu(B * 2 * inter), dn(B * hidden);
-  QuantRows xq;
-  xq.q.resize(B * kmax);
-  xq.d.resize(B * kmax / 32);
-  xq.s.resize(B * kmax / 32);
+  // The step's buffers. Barrier mode: one set, rewritten layer after layer, and h updated in place. Redo mode
+  // (team_redo.h): every layer its own (what a phase writes, no later phase of the step writes), h out of place
+  // (the layer's input, after attention, its output), kept across steps by the calling thread.
+  const bool redo = g_step_redo && nt >= 2 && nt <= kRedoTeam && B <= kRedoRows;
+  const int64_t sets = redo ? NL : 1, nb_max = B * kmax / 32;
+  const int64_t f_qkv = B * width, f_q = B * qs, f_attn = B * qs, f_o = B * hidden, f_gu = B * 2 * inter, f_dn = B * hidden,
+                f_parts = S > 1 ? S * B * qs : 0, f_stats = S > 1 ? S * B * H * 2 : 0, f_h = redo ? 2 * B * hidden : 0;
+  const int64_t f_layer = f_qkv + f_q + f_attn + f_o + f_gu + f_dn + f_parts + f_stats + f_h;
+  // each layer's four quantized inputs (redo), or one shared by every product (barrier): B * kmax values, 2 x nb_max scales
+  const int64_t quants = redo ? 4 * NL + 1 : 1, f_quant = 2 * nb_max, i_quant = B * kmax;
+  const int64_t phases = NL * 10 + 3;
+  std::vector<float> own_floats;
+  std::vector<int16_t> own_ints;
+  RedoState* rs = nullptr;
+  float* fbase;
+  int16_t* ibase;
+  const int64_t n_floats = sets * f_layer + quants * f_quant + (redo ? B * hidden : 0), n_ints = quants * i_quant;
+  if (redo) {
+    rs = &redo_state(phases, n_floats, n_ints);
+    fbase = rs->floats.data();
+    ibase = rs->ints.data();
+  } else {
+    own_floats.resize(n_floats);
+    own_ints.resize(n_ints);
+    fbase = own_floats.data();
+    ibase = own_ints.data();
+  }
+  struct LayerBufs {
+    float *qkv, *q, *attn, *o, *gu, *dn, *parts, *stats, *h_mid, *h_out;
+  };
+  std::vector<LayerBufs> lb(NL);
+  for (int64_t li = 0; li < NL; ++li) {
+    float* p = fbase + (redo ? li : 0) * f_layer;
+    LayerBufs& b = lb[li];
+    b.qkv = p, p += f_qkv;
+    b.q = p, p += f_q;
+    b.attn = p, p += f_attn;
+    b.o = p, p += f_o;
+    b.gu = p, p += f_gu;
+    b.dn = p, p += f_dn;
+    b.parts = p, p += f_parts;
+    b.stats = p, p += f_stats;
+    b.h_mid = redo ? p : in.h;  // h after the layer's attention
+    b.h_out = redo ? p + B * hidden : in.h;  // h after its MLP: the next layer's input
+  }
+  // quantized input k (redo: layer li's product j at 4 li + j, the LM head's last; barrier: 0 for all)
+  auto quant = [&](int64_t k) {
+    return QuantRows{ibase + k * i_quant, fbase + sets * f_layer + k * f_quant, fbase + sets * f_layer + k * f_quant + nb_max};
+  };
+  std::vector<QuantRows> xqs;
+  for (int64_t k = 0; k < quants; ++k) xqs.push_back(quant(k));
+  auto xq_of = [&](int64_t li, int j) -> QuantRows& { return xqs[redo ? (li < 0 ? 4 * NL : 4 * li + j) : 0]; };
   struct Buffers {
     const float *input_norm, *post_norm;
     KV *k, *v;
@@ -188,51 +247,57 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   std::vector<Buffers> bufs;
   for (Layer& l : layers)
     bufs.push_back({l.input_norm.data_ptr<float>(), l.post_norm.data_ptr<float>(), l.k_cache.data_ptr<KV>(), l.v_cache.data_ptr<KV>()});
-  float* h = in.h;
+  uint64_t* marks = redo ? rs->marks.data() : nullptr;
+  const uint64_t epoch = redo ? rs->epoch : 0, margin = redo ? rs->margin : 0, grace = redo ? rs->grace : 0;
+  const float* h_last = lb.back().h_out;  // the residual stream after the last layer
 #pragma omp parallel num_threads(nt)
   {
     const int tid = omp_get_thread_num(), n_threads = omp_get_num_threads();
-    std::vector<float> sc(nq * Lpad), kf(kKeyRows * D), ot(rmax > 1 ? nq * D : 0), krot(D);
-    int64_t r0, r1;
-    share(B, tid, n_threads, &r0, &r1);
-    // h += add (if any); x = RMSNorm(h) quantized for p, rows r0..r1
-    auto rows = [&](const float* add, const float* norm, const IntProduct& p) {
+    std::vector<float> sc(nq * Lpad), kf(kKeyRows * D), ot(rmax > 1 ? nq * D : 0), krot(D), xr(hidden);
+    int64_t p_at = 0;  // this thread's phase: every thread calls the same phases in the same order
+    auto phase = [&](int64_t n, auto&& work) {
+      team_phase(tid, n_threads, n, marks != nullptr ? marks + p_at * kRedoTeam : nullptr, epoch, margin, grace, work, p_at);
+      ++p_at;
+    };
+    // rows [r0, r1): h_to = h_from (+ add, if any); x = RMSNorm(h_to) quantized for p into `to`
+    auto rows = [&](int64_t r0, int64_t r1, float* h_to, const float* h_from, const float* add, const float* norm, const IntProduct& p,
+                    QuantRows& to) {
+      if (add != nullptr) add_rows(h_to, h_from, add, r0, r1, hidden);
       for (int64_t r = r0; r < r1; ++r) {
-        float* hr = h + r * hidden;
-        if (add != nullptr) add_into<float>(hr, add + r * hidden, hidden);
-        rms_norm_row<float>(hr, norm, x.data() + r * hidden, hidden, in.eps);
-        quantize_blocks(p, x.data() + r * hidden, r, 0, hidden / 32, xq);
+        rms_norm_row<float>(h_to + r * hidden, norm, xr.data(), hidden, in.eps);
+        quantize_blocks(p, xr.data(), r, 0, hidden / 32, to);
       }
     };
-    auto product = [&](const IntProduct& p, float* y) {
-      int64_t g0, g1;
-      share((p.N + 7) / 8, tid, n_threads, &g0, &g1);
-      product_groups(p, xq, y, B, g0, g1);
+    auto product = [&](const IntProduct& p, QuantRows& x, float* y) {
+      phase((p.N + 7) / 8, [&](int64_t g0, int64_t g1) { product_groups(p, x, y, B, g0, g1); });
     };
-    for (size_t li = 0; li < layers.size(); ++li) {
+    for (int64_t li = 0; li < NL; ++li) {
       const Buffers& l = bufs[li];
       const TeamLayer& t = team[li];
-      rows(li == 0 ? nullptr : dn.data(), l.input_norm, t.qkv);
-#pragma omp barrier
-      product(t.qkv, qkv.data());
-#pragma omp barrier
-      {  // rotary: one item per (row, q or KV head)
+      const LayerBufs& b = lb[li];
+      QuantRows &xq_qkv = xq_of(li, 0), &xq_o = xq_of(li, 1), &xq_gu = xq_of(li, 2), &xq_dn = xq_of(li, 3);
+      // the layer's input: in.h for the first, else the previous layer's h after attention plus its down output
+      float* h_in = li == 0 ? in.h : lb[li - 1].h_out;
+      phase(B, [&](int64_t r0, int64_t r1) {
+        if (li == 0) rows(r0, r1, in.h, in.h, nullptr, l.input_norm, t.qkv, xq_qkv);
+        else rows(r0, r1, h_in, lb[li - 1].h_mid, lb[li - 1].dn, l.input_norm, t.qkv, xq_qkv);
+      });
+      product(t.qkv, xq_qkv, b.qkv);
+      phase(B * (H + Hkv), [&](int64_t i0, int64_t i1) {  // rotary: one item per (row, q or KV head)
         KV* kc = l.k;
         KV* vc = l.v;
-        int64_t i0, i1;
-        share(B * (H + Hkv), tid, n_threads, &i0, &i1);
         for (int64_t i = i0; i < i1; ++i) {
-          const int64_t b = i / (H + Hkv), hh = i % (H + Hkv);
-          const float* row = qkv.data() + b * width;
-          const float* c = in.cos + b * D;
-          const float* s = in.sin + b * D;
+          const int64_t r = i / (H + Hkv), hh = i % (H + Hkv);
+          const float* row = b.qkv + r * width;
+          const float* c = in.cos + r * D;
+          const float* s = in.sin + r * D;
           if (hh < H) {
-            rope_head<float>(row + hh * D, c, s, q.data() + b * qs + hh * D, D);
+            rope_head<float>(row + hh * D, c, s, b.q + r * qs + hh * D, D);
             continue;
           }
           const int64_t kh = hh - H;
-          KV* kd = kc + in.loc[b] * kvs + kh * D;
-          KV* vd = vc + in.loc[b] * kvs + kh * D;
+          KV* kd = kc + in.loc[r] * kvs + kh * D;
+          KV* vd = vc + in.loc[r] * kvs + kh * D;
           const float* v = row + qs + kvs + kh * D;
           if constexpr (std::is_same<KV, float>::value) {
             rope_head<float>(row + qs + kh * D, c, s, kd, D);
@@ -245,99 +310,95 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
             }
           }
         }
-      }
-#pragma omp barrier
-      {  // attention, each task's output quantized for o (its heads are whole blocks of 32: checked by the caller)
+      });
+      // attention, each task's output quantized for o (its heads are whole blocks of 32: checked by the caller)
+      phase(tasks, [&](int64_t t0, int64_t t1) {
         const AttnPool<KV> pool{l.k, l.v, kvs};
-        int64_t t0, t1;
-        share(tasks, tid, n_threads, &t0, &t1);
         for (int64_t task = t0; task < t1 && S == 1; ++task) {
           const int64_t u = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, b0 = unit[u], R = unit[u + 1] - b0;
           const int64_t off = b0 * qs + g0 * G * D;
           attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G,
-                                           D, scale, q.data() + off, qs, sc.data(), Lpad, kf.data(), ot.data(), attn.data() + off, qs);
-          for (int64_t b = b0; b < b0 + R; ++b)
-            quantize_blocks(t.o, attn.data() + b * qs + g0 * G * D, b, g0 * G * D / 32, (g0 + per) * G * D / 32, xq);
+                                           D, scale, b.q + off, qs, sc.data(), Lpad, kf.data(), ot.data(), b.attn + off, qs);
+          for (int64_t r = b0; r < b0 + R; ++r)
+            quantize_blocks(t.o, b.attn + r * qs + g0 * G * D, r, g0 * G * D / 32, (g0 + per) * G * D / 32, xq_o);
         }
         for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of unit u, every head
           const int64_t u = task / S, si = task % S, b0 = unit[u], R = unit[u + 1] - b0, L = in.lens[b0 + R - 1];
           attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv,
-                                           G, D, scale, q.data() + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(),
-                                           parts.data() + (si * B + b0) * qs, qs, stats.data() + (si * B + b0) * H * 2, H * 2);
+                                           G, D, scale, b.q + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(),
+                                           b.parts + (si * B + b0) * qs, qs, b.stats + (si * B + b0) * H * 2, H * 2);
         }
-      }
+      });
       if (S > 1) {
-#pragma omp barrier
         // o = sum_i w_i o_i / sum_i w_i, w_i = l_i exp(m_i - max m): the softmax over all the ranges' scores
-        int64_t i0, i1;
-        share(B * Hkv, tid, n_threads, &i0, &i1);
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t b = i / Hkv, g = i % Hkv;
-          for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-            float top = -std::numeric_limits<float>::infinity(), w[16], wsum = 0.f;
-            for (int64_t si = 0; si < S; ++si) {
-              const float* st = stats.data() + ((si * B + b) * H + j) * 2;
-              if (st[1] > 0.f) top = std::max(top, st[0]);
+        phase(B * Hkv, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t r = i / Hkv, g = i % Hkv;
+            for (int64_t j = g * G; j < (g + 1) * G; ++j) {
+              float top = -std::numeric_limits<float>::infinity(), w[16], wsum = 0.f;
+              for (int64_t si = 0; si < S; ++si) {
+                const float* st = b.stats + ((si * B + r) * H + j) * 2;
+                if (st[1] > 0.f) top = std::max(top, st[0]);
+              }
+              for (int64_t si = 0; si < S; ++si) {
+                const float* st = b.stats + ((si * B + r) * H + j) * 2;
+                w[si] = st[1] > 0.f ? st[1] * fast_exp(st[0] - top) : 0.f;
+                wsum += w[si];
+              }
+              float* out = b.attn + r * qs + j * D;
+              for (int64_t d = 0; d < D; d += 8) {  // head sizes are multiples of 16
+                vf8 acc = vf8{};
+                for (int64_t si = 0; si < S; ++si)
+                  if (w[si] > 0.f) acc += w[si] * load8(b.parts + (si * B + r) * qs + j * D + d);
+                acc /= wsum;
+                std::memcpy(out + d, &acc, sizeof(acc));
+              }
             }
-            for (int64_t si = 0; si < S; ++si) {
-              const float* st = stats.data() + ((si * B + b) * H + j) * 2;
-              w[si] = st[1] > 0.f ? st[1] * fast_exp(st[0] - top) : 0.f;
-              wsum += w[si];
-            }
-            float* out = attn.data() + b * qs + j * D;
-            for (int64_t d = 0; d < D; d += 8) {  // head sizes are multiples of 16
-              vf8 acc = vf8{};
-              for (int64_t si = 0; si < S; ++si)
-                if (w[si] > 0.f) acc += w[si] * load8(parts.data() + (si * B + b) * qs + j * D + d);
-              acc /= wsum;
-              std::memcpy(out + d, &acc, sizeof(acc));
-            }
+            quantize_blocks(t.o, b.attn + r * qs + g * G * D, r, g * G * D / 32, (g + 1) * G * D / 32, xq_o);
           }
-          quantize_blocks(t.o, attn.data() + b * qs + g * G * D, b, g * G * D / 32, (g + 1) * G * D / 32, xq);
-        }
+        });
       }
-#pragma omp barrier
-      product(t.o, o.data());
-#pragma omp barrier
-      rows(o.data(), l.post_norm, t.gate_up);
-#pragma omp barrier
-      product(t.gate_up, gu.data());
-#pragma omp barrier
-      {  // act = SiLU(gate) * up (silu_mul8), a block of 32 at a time, quantized for down
-        const int64_t nb = inter / 32;
-        int64_t i0, i1;
-        share(B * nb, tid, n_threads, &i0, &i1);
+      product(t.o, xq_o, b.o);
+      phase(B, [&](int64_t r0, int64_t r1) { rows(r0, r1, b.h_mid, h_in, b.o, l.post_norm, t.gate_up, xq_gu); });
+      product(t.gate_up, xq_gu, b.gu);
+      // act = SiLU(gate) * up (silu_mul8), a block of 32 at a time, quantized for down
+      const int64_t nb = inter / 32;
+      phase(B * nb, [&](int64_t i0, int64_t i1) {
         alignas(32) float a[32];
         for (int64_t i = i0; i < i1; ++i) {
-          const int64_t r = i / nb, b = i % nb;
-          const float* g = gu.data() + r * 2 * inter + 32 * b;
+          const int64_t r = i / nb, k = i % nb;
+          const float* g = b.gu + r * 2 * inter + 32 * k;
           const float* u = g + inter;
           for (int j = 0; j < 32; j += 8) {
             const vf8 aj = silu_mul8(load8(g + j), load8(u + j));
             std::memcpy(a + j, &aj, sizeof(aj));
           }
-          quantize_blocks(t.down, a, r, b, b + 1, xq);
+          quantize_blocks(t.down, a, r, k, k + 1, xq_dn);
         }
-      }
-#pragma omp barrier
-      product(t.down, dn.data());
-#pragma omp barrier
+      });
+      product(t.down, xq_dn, b.dn);
     }
-    for (int64_t r = r0; r < r1; ++r) add_into<float>(h + r * hidden, dn.data() + r * hidden, hidden);
+    // the last layer's output: h += down (in place in barrier mode; into its own buffer in redo mode)
+    const LayerBufs& last = lb.back();
+    if (head == nullptr && marks == nullptr) {
+      int64_t r0, r1;
+      share(B, tid, n_threads, &r0, &r1);
+      add_rows(last.h_out, last.h_mid, last.dn, r0, r1, hidden);  // the region's end is the barrier
+    } else {
+      phase(B, [&](int64_t r0, int64_t r1) { add_rows(last.h_out, last.h_mid, last.dn, r0, r1, hidden); });
+    }
     if (head != nullptr) {  // the final norm and the LM head, in the same region (a row may be another thread's)
-#pragma omp barrier
-      int64_t a0, a1;
-      share(head->R, tid, n_threads, &a0, &a1);
-      for (int64_t r = a0; r < a1; ++r) {
-        rms_norm_row<float>(h + head->rows[r] * hidden, head->norm, x.data() + r * hidden, hidden, in.eps);
-        quantize_blocks(head->p, x.data() + r * hidden, r, 0, hidden / 32, xq);
-      }
-#pragma omp barrier
-      int64_t g0, g1;
-      share((head->p.N + 7) / 8, tid, n_threads, &g0, &g1);
-      product_groups(head->p, xq, head->logits, head->R, g0, g1);
+      QuantRows& xq_head = xq_of(-1, 0);
+      phase(head->R, [&](int64_t a0, int64_t a1) {
+        for (int64_t r = a0; r < a1; ++r) {
+          rms_norm_row<float>(h_last + head->rows[r] * hidden, head->norm, xr.data(), hidden, in.eps);
+          quantize_blocks(head->p, xr.data(), r, 0, hidden / 32, xq_head);
+        }
+      });
+      phase((head->p.N + 7) / 8, [&](int64_t g0, int64_t g1) { product_groups(head->p, xq_head, head->logits, head->R, g0, g1); });
     }
   }
+  if (redo) std::memcpy(in.h, h_last, B * hidden * sizeof(float));  // after the region: no thread reads in.h any more
 }
 
 }  // namespace
