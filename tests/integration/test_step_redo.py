@@ -6,8 +6,6 @@ of one phase) is covered by the other, at every phase of a step, in decode and i
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -95,9 +93,9 @@ def test_a_stalled_thread_is_covered_at_every_phase_and_the_step_keeps_its_bits(
             before = kernels.step_redo_taken()
             got = _step(model, pool, fb, kernels)
             covered += kernels.step_redo_taken() > before
-            for name, a, b in zip(("logits", "h" if len(want) % 2 else "K/V", "K/V"), got, want):
+            names = ["logits", "h"][: len(want) - 2 * len(pool.k_buffer)] + ["K/V"] * (2 * len(pool.k_buffer))
+            for name, a, b in zip(names, got, want, strict=True):
                 assert torch.equal(a, b), f"phase {phase}, thread {thread} stalled (replay {replay}): the {name} moved"
-            assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     kernels.stall_step_thread(-1, -1, 0)
     # a phase whose stalled thread has items in it is taken over (one row: a rows phase is thread 1's alone)
     assert covered >= 56, covered
