@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--best", action="store_true", help="with --maths: the fastest of the alternating steps, not the median "
                     "(on a machine other processes share, the steps they did not slow)")
     ap.add_argument("--maths", default="", help="A,B: fused steps on each SGLANG_CPU_GGUF_MATH, alternating, instead of eager vs fused")
+    ap.add_argument("--prefetch-rows", type=int, default=0, help="with --prefetch: prefetch passes of up to this many rows "
+                    "(default: the rows this CPU's setting names)")
     ap.add_argument("--prefetch", default="", help="D1,D2: the fused step at each weight prefetch distance (bytes, 0: off), alternating")
     args = ap.parse_args()
     if args.maths:
@@ -140,6 +142,7 @@ def compare_prefetch(args: argparse.Namespace) -> None:
                        max_total_tokens=ps * (1 + max(batches) * ppr), max_running_requests=max(batches)).tp_worker.model_runner
     kernels = load_decode_kernels()
     was, rows = kernels.weight_prefetch(), kernels.weight_prefetch_rows()
+    test_rows = args.prefetch_rows or rows
     print(f"one fused decode step, {runner.weight_format.summary()}, {args.prefix} cached tokens per request, {os.cpu_count()} cores, "
           f"median (best) of 45, the distances alternating")
     print(f"{'batch':>5} " + " ".join(f"{d:>17}" for d in dists))
@@ -151,7 +154,7 @@ def compare_prefetch(args: argparse.Namespace) -> None:
             with torch.inference_mode():
                 for i in range(48 if n else 6):
                     for d in dists:
-                        kernels.set_weight_prefetch(d, rows)  # in passes of the rows the CPU's setting names
+                        kernels.set_weight_prefetch(d, test_rows)  # in passes of the rows the CPU's setting names, or --prefetch-rows
                         t0 = time.perf_counter()
                         runner.fused_decode.run(fb)
                         if i >= 3:

@@ -259,7 +259,7 @@ def test_the_kv_cache_is_bfloat16_under_auto_exactly_when_some_bucket_quantizes_
     assert auto_kv_dtype(gguf_math("avx2", "AMD EPYC", "float32")) == "float32"
 
 
-ZEN1, ZEN2 = "AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)"
+ZEN1, ZEN2, ZEN4 = "AMD EPYC (family 23 model 1)", "AMD EPYC (family 23 model 49)", "AMD EPYC (family 25 model 17)"
 
 
 def test_the_one_row_weight_prefetch_follows_the_cpu_models_own_measurement():
@@ -270,7 +270,10 @@ def test_the_one_row_weight_prefetch_follows_the_cpu_models_own_measurement():
     # a model not measured takes its family's first run, and says whose
     n, rows, why = weight_prefetch("avx2", "Intel Xeon (family 6 model 85)", None)
     assert n == 0 and why.startswith(f"measured on {ZEN2}, the same family")
-    assert weight_prefetch("avx512_vnni", ZEN1, None) == (0, 1, "not measured for the avx512_vnni family; SGLANG_CPU_WEIGHT_PREFETCH=2048 tries it")
+    assert weight_prefetch("avx512_vnni", ZEN4, None) == (4096, 8, "measured on this CPU; SGLANG_CPU_WEIGHT_PREFETCH=0 turns it off, =N sets N bytes")
+    assert weight_prefetch("avx512_vnni", "Intel Xeon (family 6 model 85)", None)[:2] == (4096, 8)  # its family's run
+    assert weight_prefetch("a_family_with_no_runs", ZEN1, None) == (
+        0, 1, "not measured for the a_family_with_no_runs family; SGLANG_CPU_WEIGHT_PREFETCH=2048 tries it")
     assert format_prefetch(weight_prefetch("avx2", ZEN1, None)).startswith("2048 bytes ahead (measured on this CPU")
     assert format_prefetch(weight_prefetch("avx2", ZEN2, None)).startswith("off (")
     # the AMX Xeon prefetches passes of up to 8 rows (measured there), Zen 1 one-row passes only

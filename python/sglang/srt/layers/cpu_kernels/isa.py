@@ -384,6 +384,12 @@ WEIGHT_PREFETCH: dict[str, tuple[Prefetch, ...]] = {
     # vector kernels and the AMX tiles' unpacking): 2 / 4 / 6 rows 7.0 / 8.7 / 9.9 -> 4.7 / 7.6 / 8.8 ms
     "amx": (Prefetch("Intel(R) Xeon(R) Processor (family 6 model 167)", 4096,
                      "bench/decode_step.py --prefetch 0,4096,8192,16384 --batches 1,4; bench/kernel_ab.py --batch 2,4,6", rows=8),),
+    # Zen 4 (family 25 model 17), 2026-12-07, bench/decode_step.py alternating 0 / 2048 / 4096 / 8192 bytes ahead, median
+    # of 45 steps: 1 / 2 / 4 / 8 / 9 / 16 rows 1.03x / 1.10x / 1.03x / 1.07x / 1.06x / 1.08x at 4096 (2048 and 8192
+    # alike), 32 rows 1.04x, 64 level; a second run 1-6 rows 1.04x / 1.09x / 1.05x / 1.04x / 1.07x / 1.06x. Passes
+    # serve at most 8 rows of x, so passes of up to 8 is every batch
+    "avx512_vnni": (Prefetch("AMD EPYC (family 25 model 17)", 4096,
+                             "bench/decode_step.py --prefetch 0,2048,4096,8192 --prefetch-rows 16 --batches 1,2,4,8,9,16", rows=8),),
     "avx2": (
         Prefetch("AMD EPYC (family 23 model 49)", 0, "hand-written prefetch 512-2048 bytes ahead in the one-row products "
                  "(8fd426a), timed against none: no gain; not re-measured with bench/decode_step.py --prefetch"),
