@@ -16,12 +16,12 @@ pytestmark = [pytest.mark.compiler]
 STALL_US = 3000  # far past any phase of the tiny model: only the other thread can finish it in time
 
 
-def _setup(rows: tuple[int, ...], decode: bool, first_token: bool = False):
+def _setup(rows: tuple[int, ...], decode: bool, first_token: bool = False, bias: bool = False):
     from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
-    model = tiny_llama(torch.float32, 6, 2, False, seed=7, tied=True)
+    model = tiny_llama(torch.float32, 6, 2, bias, seed=7, tied=True)
     apply_weight_format(model, q4_checkpoint(model, 7), q8_embedding(model, 7), "gguf_q4")
     pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
     gen = torch.Generator().manual_seed(7)
@@ -101,9 +101,12 @@ def test_a_stalled_thread_is_covered_at_every_phase_and_the_step_keeps_its_bits(
     assert covered >= 56, covered
 
 
-def test_redo_serves_steps_of_at_most_its_rows_and_off_the_barrier_waits(kernels):
-    rows = (1,) * (kernels.step_redo_rows() + 1)
-    model, pool, fb = _setup(rows, True)
+@pytest.mark.parametrize("case", ["rows", "bias"])
+def test_redo_serves_steps_of_at_most_its_rows_without_biases_and_off_the_barrier_waits(kernels, case):
+    # past step_redo_rows(), or with a qkv bias (added to the product's output in place: a share computed twice at
+    # once could add it twice), the step keeps its barriers
+    rows = (1,) * (kernels.step_redo_rows() + 1) if case == "rows" else (1, 1)
+    model, pool, fb = _setup(rows, True, bias=case == "bias")
     kernels.set_step_redo(False)
     want = _step(model, pool, fb, kernels)
     kernels.set_step_redo(True)
@@ -111,7 +114,7 @@ def test_redo_serves_steps_of_at_most_its_rows_and_off_the_barrier_waits(kernels
         kernels.stall_step_thread(stalled_thread, 1, STALL_US)
         before = kernels.step_redo_taken()
         got = _step(model, pool, fb, kernels)
-        assert kernels.step_redo_taken() == before  # past step_redo_rows(): the barrier step, which waits out the stall
+        assert kernels.step_redo_taken() == before  # the barrier step, which waits out the stall
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
     model, pool, fb = _setup((1,), True)
     kernels.set_step_redo(False)

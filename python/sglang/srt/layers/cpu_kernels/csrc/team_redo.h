@@ -8,9 +8,10 @@
 // step thread they preempt for 0.1-0.3 ms at a time, while a one-row phase lasts 10-60 us: at a barrier the other
 // thread waits all of it (bench/step_interference.py: a competitor busy 0.7 ms every 3.5 ms on the last core
 // cost the one-row step 0.7 ms). With redo the other thread carries on alone at one thread's speed.
-// Redo holds only where computing a share twice is harmless: every phase of a step writes buffers that no later
-// phase of the step writes (run_team gives each layer its own in redo mode; the KV slots a layer writes are its
-// own), and reads only what earlier phases wrote. So the buffers cost a layer's activations for every layer, and
+// Redo holds only where computing a share twice, even twice at once, is harmless: every phase of a step writes
+// buffers that no later phase of the step writes (run_team gives each layer its own in redo mode; the KV slots a
+// layer writes are its own), reads only what earlier phases wrote, and stores each value once, never adding to
+// what is there (so a model whose products add a bias in place keeps the barriers). So the buffers cost a layer's activations for every layer, and
 // redo serves steps of at most kRedoRows rows (decode of a few requests, a speculative verify), where the phases
 // are short and the buffers small. Included by team_step.h.
 #pragma once

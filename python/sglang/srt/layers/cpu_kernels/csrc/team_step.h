@@ -191,7 +191,11 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   // The step's buffers. Barrier mode: one set, rewritten layer after layer, and h updated in place. Redo mode
   // (team_redo.h): every layer its own (what a phase writes, no later phase of the step writes), h out of place
   // (the layer's input, after attention, its output), kept across steps by the calling thread.
-  const bool redo = g_step_redo && nt >= 2 && nt <= kRedoTeam && B <= kRedoRows;
+  // (a product's bias is added to its output in place, which a share computed twice at once could add twice: a model
+  // with biases keeps the barriers)
+  bool biased = head != nullptr && head->p.bias != nullptr;
+  for (const TeamLayer& t : team) biased = biased || t.qkv.bias || t.o.bias || t.gate_up.bias || t.down.bias;
+  const bool redo = g_step_redo && nt >= 2 && nt <= kRedoTeam && B <= kRedoRows && !biased;
   const int64_t sets = redo ? NL : 1, nb_max = B * kmax / 32;
   const int64_t f_qkv = B * width, f_q = B * qs, f_attn = B * qs, f_o = B * hidden, f_gu = B * 2 * inter, f_dn = B * hidden,
                 f_parts = S > 1 ? S * B * qs : 0, f_stats = S > 1 ? S * B * H * 2 : 0, f_h = redo ? 2 * B * hidden : 0;
@@ -204,7 +208,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   RedoState* rs = nullptr;
   float* fbase;
   int16_t* ibase;
-  const int64_t n_floats = sets * f_layer + quants * f_quant + (redo ? B * hidden : 0), n_ints = quants * i_quant;
+  const int64_t n_floats = sets * f_layer + quants * f_quant, n_ints = quants * i_quant;
   if (redo) {
     rs = &redo_state(phases, n_floats, n_ints);
     fbase = rs->floats.data();
