@@ -70,3 +70,17 @@ def apply_weight_format(model: LlamaForCausalLM, blocks: dict | None, embed_q8: 
     wf = WeightFormatPass(model, blocks, embed_q8, method, qc, model.norm.weight.dtype, torch.device("cpu"))
     wf.before_load()
     return wf.after_load()
+
+
+def gguf_model_and_pool(seed: int, bias: bool = False) -> tuple[LlamaForCausalLM, Any]:
+    """A tiny float32 model (6 heads, 2 KV heads, tied head) on Q4 blocks through the weight-format pass, and a KV pool
+    of 4096 slots whose every slot holds random K/V (a cached prefix wherever a test puts its requests)."""
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    model = tiny_llama(torch.float32, 6, 2, bias, seed=seed, tied=True)
+    apply_weight_format(model, q4_checkpoint(model, seed), q8_embedding(model, seed), "gguf_q4")
+    pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
+    gen = torch.Generator().manual_seed(seed)
+    for buf in (*pool.k_buffer, *pool.v_buffer):
+        buf.copy_(torch.randn(buf.shape, generator=gen))
+    return model, pool

@@ -329,19 +329,14 @@ def test_the_one_region_step_reads_a_requests_kv_once_for_all_its_rows(monkeypat
     # the step reads those K/V rows once for all of them (decode_attention.h's units; one request alone: split over its
     # tokens and merged; 21 rows: units of 16 and 5), and every row keeps the eager step's logits. On 16 threads one
     # request's 46 tokens split into 16 ranges, and its first rows (41-45 tokens) have none in the last ones.
-    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
+    from helpers.tiny_llama import gguf_model_and_pool
     from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
     from sglang.srt.model_executor.fused_decode import FusedDecode
 
     monkeypatch.setenv("SGLANG_CPU_GGUF_MATH", "mixed16")
-    model = tiny_llama(torch.float32, 6, 2, False, seed=11, tied=True)
-    apply_weight_format(model, q4_checkpoint(model, 11), q8_embedding(model, 11), "gguf_q4")
-    pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
+    model, pool = gguf_model_and_pool(11)  # every slot a random cached K/V
     gen = torch.Generator().manual_seed(11)
-    for buf in (*pool.k_buffer, *pool.v_buffer):  # a random cached prefix
-        buf.copy_(torch.randn(buf.shape, generator=gen))
     prefixes = [40 + 9 * i for i in range(len(rows))]
     slots = [torch.arange(p + n) + 16 + 256 * i for i, (p, n) in enumerate(zip(prefixes, rows))]  # each request's own run
     fb = ForwardBatch(ForwardMode.EXTEND, torch.randint(0, 300, (sum(rows),), generator=gen),

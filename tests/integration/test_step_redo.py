@@ -17,16 +17,11 @@ STALL_US = 3000  # far past any phase of the tiny model: only the other thread c
 
 
 def _setup(rows: tuple[int, ...], decode: bool, first_token: bool = False, bias: bool = False):
-    from helpers.tiny_llama import apply_weight_format, q4_checkpoint, q8_embedding, tiny_llama
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from helpers.tiny_llama import gguf_model_and_pool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
-    model = tiny_llama(torch.float32, 6, 2, bias, seed=7, tied=True)
-    apply_weight_format(model, q4_checkpoint(model, 7), q8_embedding(model, 7), "gguf_q4")
-    pool = MHATokenToKVPool(4096, 16, torch.float32, 2, 32, 3, "cpu")
-    gen = torch.Generator().manual_seed(7)
-    for buf in (*pool.k_buffer, *pool.v_buffer):  # a random cached prefix
-        buf.copy_(torch.randn(buf.shape, generator=gen))
+    model, pool = gguf_model_and_pool(7, bias)
+    gen = torch.Generator().manual_seed(8)
     if decode:  # one row a request
         lens = torch.full((len(rows),), 1) if first_token else torch.randint(2, 60, (len(rows),), generator=gen)
         slots = torch.arange(len(rows) * 64).view(len(rows), 64) + 16
