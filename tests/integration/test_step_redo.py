@@ -122,3 +122,16 @@ def test_redo_serves_steps_of_at_most_its_rows_without_biases_and_off_the_barrie
 def test_the_stall_is_checked(kernels):
     with pytest.raises(RuntimeError, match="0..1000000 us"):
         kernels.stall_step_thread(1, 0, -5)
+
+
+def test_sglang_cpu_step_redo_sets_the_library_and_a_malformed_value_names_the_variable(kernels, monkeypatch):
+    from sglang.srt.layers.cpu_kernels.build import apply_step_redo
+
+    monkeypatch.setenv("SGLANG_CPU_STEP_REDO", "off")
+    assert apply_step_redo(kernels) is False and kernels.step_redo() is False
+    monkeypatch.setenv("SGLANG_CPU_STEP_REDO", " ON ")
+    assert apply_step_redo(kernels) is True and kernels.step_redo() is True
+    monkeypatch.setenv("SGLANG_CPU_STEP_REDO", "sometimes")
+    with pytest.raises(ValueError, match="SGLANG_CPU_STEP_REDO='sometimes'"):
+        apply_step_redo(kernels)
+    assert kernels.step_redo() is True  # left as it was
