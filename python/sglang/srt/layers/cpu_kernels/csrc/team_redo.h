@@ -1,9 +1,10 @@
 // How the fused step's threads meet between phases (team_step.h). Two ways, the same bits:
 //   barrier: each thread computes its static share of a phase, then all meet at an OpenMP barrier;
-//   redo:    each thread computes its share and marks it done (an epoch per phase and share); a thread that has
-//            waited past its own share's time plus a margin for another's computes that share itself, marks it
-//            and goes on. A preempted thread, when it runs again, finishes what it was doing (writing the values
-//            already there) and skips every share marked done, up to where the team is.
+//   redo:    each thread marks its share of a phase begun, computes it and marks it done (epochs per phase and
+//            share); a thread done with its own share that finds another's not begun, or begun and overdue,
+//            computes that share itself, marks it and goes on. A preempted thread, when it runs again, finishes
+//            what it was doing (writing the values already there) and skips every share marked done, up to where
+//            the team is.
 // Why: served, the front-ends (detokenizer, HTTP server, client) wake once a token on the last core, whose
 // step thread they preempt for 0.1-0.3 ms at a time, while a one-row phase lasts 10-60 us: at a barrier the other
 // thread waits all of it (bench/step_interference.py: a competitor busy 0.7 ms every 3.5 ms on the last core
@@ -11,9 +12,10 @@
 // Redo holds only where computing a share twice, even twice at once, is harmless: every phase of a step writes
 // buffers that no later phase of the step writes (run_team gives each layer its own in redo mode; the KV slots a
 // layer writes are its own), reads only what earlier phases wrote, and stores each value once, never adding to
-// what is there (so a model whose products add a bias in place keeps the barriers). So the buffers cost a layer's activations for every layer, and
-// redo serves steps of at most kRedoRows rows (decode of a few requests, a speculative verify), where the phases
-// are short and the buffers small. Included by team_step.h.
+// what is there (so a model whose products add a bias in place keeps the barriers). The buffers cost a layer's
+// activations for every layer, so redo serves steps of at most kRedoRows rows (decode of a few requests, a
+// speculative verify), where the phases are short and the buffers small. The region's own start and end stay
+// OpenMP's joins. Included by team_step.h.
 #pragma once
 #include <x86intrin.h>
 
@@ -31,8 +33,9 @@ inline bool g_step_redo = true;   // set between steps (set_step_redo), never wh
 // How long a thread that has finished its share waits for another's before computing it: a share not yet begun
 // kRedoGraceUs (its thread is off its core: the shares are balanced, so it had about as long to begin as this
 // one took to finish), a begun one its own share's time plus a quarter plus kRedoMarginUs. On the 2-core Zen 4 EPYC
-// against a competitor on the last core (bench/step_interference.py) margins of 2-5 us took over 20-50 shares a
-// one-row step and won 7-12%; 10 us won 3%
+// against a competitor on the last core (bench/step_interference.py), before the grace existed, margins of 2-5 us
+// took over 20-50 shares a one-row step and won 7-12%, 10 us 3%; with the grace the one-row step beside the
+// competitor ran as fast as alone
 constexpr double kRedoMarginUs = 3.0, kRedoGraceUs = 2.0;
 inline std::atomic<int64_t> g_redo_taken{0};  // shares a thread computed for another (step_redo_taken)
 // The tests' way to take a thread off its core: thread g_stall_thread sleeps g_stall_us before its share of phase

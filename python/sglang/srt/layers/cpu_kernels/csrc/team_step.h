@@ -1,5 +1,6 @@
 // The decode step of a float32 model whose products all run on the integer kernels (quant_linear.h),
-// in ONE OpenMP parallel region: the team forks once a step and meets at a barrier between phases,
+// in ONE OpenMP parallel region: the team forks once a step and meets between phases (at a barrier, or for steps of
+// up to kRedoRows rows by team_redo.h's marks, where a thread may take over a share another left overdue),
 // where the per-op driver (DecodePlan::run_impl) forks and joins five regions a layer and calls
 // ATen for the SiLU-and-mul and every output buffer (at one row on the 2-core EPYC, each of those
 // ~150 regions cost 1-4 us, and the layer's ATen calls about as much again). A layer's phases:
@@ -18,8 +19,9 @@
 //   down:      the product
 // and, for DecodePlan::run_logits, after the last layer: the final RMSNorm of the rows whose logits are wanted,
 // quantized for the LM head, and its product (the head's groups split between the threads)
-// Nothing in the region allocates or throws: every shape is checked when the layers are resolved
-// (resolve_team), and a plan that does not qualify runs the per-op driver. Included by decode_step.cpp.
+// Nothing in the region allocates or throws (redo mode's buffers are allocated before it): every shape is
+// checked when the layers are resolved (resolve_team), and a plan that does not qualify runs the per-op driver.
+// Included by decode_step.cpp.
 #pragma once
 #include <omp.h>
 
