@@ -83,6 +83,12 @@ inline RedoState& redo_state(int64_t phases, int64_t floats, int64_t ints) {
   return s;
 }
 
+// [begin, end) of thread tid's share of n items (at::parallel_for's static split)
+inline void share(int64_t n, int tid, int nt, int64_t* begin, int64_t* end) {
+  *begin = n * tid / nt;
+  *end = n * (tid + 1) / nt;
+}
+
 // A phase of `n` items in thread tid's hands (the team: nt threads, the same calls in the same order in each):
 // work(i0, i1) computes items [i0, i1). `marks`: the phase's kRedoTeam marks (redo), or null (barrier); `at`: the
 // phase's index in the step (the stall's)
@@ -91,7 +97,11 @@ inline void team_phase(int tid, int nt, int64_t n, uint64_t* marks, uint64_t epo
                        int64_t at = -1) {
   const bool stall = tid == g_stall_thread && at == g_stall_phase;
   if (stall && !g_stall_replay) std::this_thread::sleep_for(std::chrono::microseconds(g_stall_us));
-  auto part = [&](int t) { work(n * t / nt, n * (t + 1) / nt); };  // at::parallel_for's static split
+  auto part = [&](int t) {
+    int64_t i0, i1;
+    share(n, t, nt, &i0, &i1);
+    work(i0, i1);
+  };
   if (marks == nullptr) {
     part(tid);
 #pragma omp barrier

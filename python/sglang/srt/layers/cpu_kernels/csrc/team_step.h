@@ -118,12 +118,6 @@ inline void product_groups(const IntProduct& p, QuantRows& x, float* y, int64_t 
       for (int64_t n = g0 * 8; n < std::min(g1 * 8, p.N); ++n) y[m * p.N + n] += p.bias[n];
 }
 
-// [begin, end) of thread tid's share of n items (at::parallel_for's static split)
-inline void share(int64_t n, int tid, int nt, int64_t* begin, int64_t* end) {
-  *begin = n * tid / nt;
-  *end = n * (tid + 1) / nt;
-}
-
 // The shapes and inputs of one step (checked by DecodePlan::run and run_logits)
 struct TeamInputs {
   float* h;  // [B, hidden] residual stream, updated in place
