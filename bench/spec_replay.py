@@ -89,7 +89,7 @@ def replay(runs: list[tuple[list[int], list[int], float]], k_max: int, max_token
                 ok += 1
             if drafts:
                 state.update(len(drafts), ok)
-                matches.update(n, len(drafts), ok)
+                matches.update(n[0], len(drafts), ok, n[1])
                 verifies += 1
             cost += verify_cost(1 + len(drafts)) if drafts else 1.0
             steps += 1

@@ -398,7 +398,42 @@ def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before(
         st.update(4, 0)  # this request's drafts all failed (short matches of a paraphrase)
     assert st.want(5) == 0  # alone, its estimate would stop drafting (a draft model's drafts)
     assert st.want(5, m.rate(12)) == best_k(m.rate(12), 5) > 0  # a long match still drafts, as its bucket earns
-    assert st.want(5, m.rate(1)) == 0
+    assert st.want(5, m.rate(1, ambiguous=True)) == 0  # a common word's latest successor
+    assert st.want(5, m.rate(1)) > 0  # a 1-token match followed by one token so far (a rare word of the prompt)
+
+
+def test_a_match_is_ambiguous_once_its_window_was_followed_by_two_different_tokens():
+    s = NgramStore(1, 4)
+    s.add("a", [5, 1, 2, 6, 7, 8, 3, 5])
+    assert s.match("a") == (1, False)  # "5" was followed by 1 only
+    s.extend("a", [4, 9, 5])
+    assert s.match("a") == (1, True) and s.match_length("a") == 1  # "5" then 1, then 4: its draft is a guess
+    assert s.draft("a", 2) == [4, 9]  # still the latest successor (BFS)
+    s.add("b", [1, 2, 6, 0, 6, 7])
+    assert s.match("b") == (2, False) and s.match("nobody") == (0, False)
+    p = NgramStore(1, 4, match_type="PROB")
+    p.add("a", [5, 1, 5, 4, 5])
+    assert p.match("a") == (1, True)
+
+
+def test_ambiguous_matches_are_their_own_buckets():
+    m = MatchAcceptance()
+    assert m.rate(1, ambiguous=True) < m.rate(1) and m.rate(2, ambiguous=True) < m.rate(2)
+    assert MatchAcceptance.bucket(1, True) != MatchAcceptance.bucket(1) and MatchAcceptance.bucket(12, True) != MatchAcceptance.bucket(12)
+    for _ in range(30):
+        m.update(1, 3, 0, ambiguous=True)
+    assert m.rate(1, ambiguous=True) < 0.05 and m.rate(1) == MatchAcceptance().rate(1)
+
+
+def test_a_repeating_span_drafts_through_the_present():
+    s = NgramStore(1, 8)
+    s.add("r", [9, 8, 1, 2, 3, 1, 2, 3, 1, 2])  # a period of 3: "1 2"'s latest occurrence ends 3 tokens back
+    assert s.draft("r", 7) == [3, 1, 2, 3, 1, 2, 3]  # not [3, 1, 2], the 3 tokens before the present
+    assert s.draft("r", 2) == [3, 1]
+    s.add("q", [7, 7])
+    assert s.draft("q", 4) == [7, 7, 7, 7]
+    s.add("x", [4, 5, 6, 4, 5])  # a span that began in the prompt: its copy reaches the present and goes on
+    assert s.draft("x", 5) == [6, 4, 5, 6, 4]
 
 
 def test_fit_budget_cuts_the_longest_first_and_stops_at_the_knee():

@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
 
 
-def ngram_want(store: NgramStore, matches: MatchAcceptance, rid: str, state: DraftState, k_max: int) -> tuple[int, int]:
-    """(drafts to ask for, the match's length) for request ``rid`` this step: none without a match, else the draft
-    length for the request's acceptance and its match's (``DraftState.want``). Who calls: the speculator, and
-    ``bench/spec_replay.py``, which replays recorded answers through this same rule."""
-    n = store.match_length(rid)
-    return (state.want(k_max, matches.rate(n)) if n else 0), n
+def ngram_want(store: NgramStore, matches: MatchAcceptance, rid: str, state: DraftState, k_max: int) -> tuple[int, tuple[int, bool]]:
+    """(drafts to ask for, the match: its length and whether it is ambiguous) for request ``rid`` this step: none
+    without a match, else the draft length for the request's acceptance and its match kind's (``DraftState.want``).
+    Who calls: the speculator, and ``bench/spec_replay.py``, which replays recorded answers through this same rule."""
+    match = store.match(rid)
+    return (state.want(k_max, matches.rate(*match)) if match[0] else 0), match
 
 
 class NgramSpeculator(Speculator):
@@ -45,12 +45,12 @@ class NgramSpeculator(Speculator):
 
     def want(self, req: Req, k_max: int) -> int:
         self._sync(req)
-        k, req.spec.match_len = ngram_want(self.store, self.matches, req.rid, req.spec.state, k_max)
+        k, req.spec.match = ngram_want(self.store, self.matches, req.rid, req.spec.state, k_max)
         return k
 
     def learn(self, req: Req, proposed: int, verified: int) -> None:
         super().learn(req, proposed, verified)
-        self.matches.update(req.spec.match_len, proposed, verified)
+        self.matches.update(req.spec.match[0], proposed, verified, req.spec.match[1])
 
     def flush(self) -> None:
         super().flush()

@@ -63,7 +63,7 @@ class ReqSpec:
     draft_pages: Any = None
     draft_base: int = 0
     draft_k: int = 0
-    match_len: int = 0  # NGRAM: the length of the match this step's drafts continue
+    match: tuple[int, bool] = (0, False)  # NGRAM: the match this step's drafts continue (length, ambiguous)
 
     def meta(self, completion_tokens: int) -> dict[str, Any]:
         """Upstream's names and their newer aliases."""
