@@ -16,15 +16,19 @@ pytestmark = [pytest.mark.compiler]
 STALL_US = 3000  # far past any phase of the tiny model: only the other thread can finish it in time
 
 
-def _setup(rows: tuple[int, ...], decode: bool, first_token: bool = False, bias: bool = False):
+def _setup(rows: tuple[int, ...], decode: bool, first_token: bool | str = False, bias: bool = False):
     from helpers.tiny_llama import gguf_model_and_pool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
     model, pool = gguf_model_and_pool(7, bias)
     gen = torch.Generator().manual_seed(8)
-    if decode:  # one row a request
-        lens = torch.full((len(rows),), 1) if first_token else torch.randint(2, 60, (len(rows),), generator=gen)
-        slots = torch.arange(len(rows) * 64).view(len(rows), 64) + 16
+    if decode:  # one row a request; "long": past a chunk of the attention (team_step.h's kChunkTokens, 512)
+        if first_token == "long":
+            lens = torch.randint(600, 1000, (len(rows),), generator=gen)
+        else:
+            lens = torch.full((len(rows),), 1) if first_token else torch.randint(2, 60, (len(rows),), generator=gen)
+        width = 1024 if first_token == "long" else 64
+        slots = torch.arange(len(rows) * width).view(len(rows), width) + 16
         fb = ForwardBatch(ForwardMode.DECODE, torch.randint(0, 300, (len(rows),), generator=gen), lens - 1,
                           slots[torch.arange(len(rows)), lens - 1], (lens - 1).tolist(), [1] * len(rows), torch.arange(len(rows)),
                           kv_index=slots, kv_lens=lens)
@@ -68,8 +72,9 @@ def kernels(monkeypatch):
 
 
 @pytest.mark.parametrize("rows,decode,first_token", [((1,), True, False), ((1,), True, True), ((1, 1, 1), True, False),
-                                                     ((1,) * 9, True, False), ((6,), False, False), ((4, 3), False, False)],
-                         ids=["one-row", "one-row-split-kv", "three-rows", "nine-rows", "verify-6", "verify-4-3"])
+                                                     ((1,) * 9, True, False), ((6,), False, False), ((4, 3), False, False),
+                                                     ((1, 1), True, "long")],
+                         ids=["one-row", "one-row-first-token", "three-rows", "nine-rows", "verify-6", "verify-4-3", "two-long-rows"])
 def test_a_stalled_thread_is_covered_at_every_phase_and_the_step_keeps_its_bits(kernels, rows, decode, first_token):
     model, pool, fb = _setup(rows, decode, first_token)
     assert sum(rows) <= kernels.step_redo_rows()

@@ -9,9 +9,9 @@
 //   rotary:    q and k heads rotated, K and V written to their slots (a barrier follows: a row of a
 //              verify or a short prefill attends to the slots the rows before it write)
 //   attention: one task per (unit, KV heads), its output quantized for o in place (a unit: the rows of one
-//              request in a verify or a short prefill, which read its K/V once; a decode row alone); with
-//              fewer such tasks than two a thread (one request on 2 threads), one task per (unit, token
-//              range) and a merge of the ranges' outputs (split-KV decoding)
+//              request in a verify or a short prefill, which read its K/V once; a decode row alone); a unit
+//              longer than kChunkTokens one task per (KV heads, chunk of kChunkTokens tokens), and a phase that
+//              merges each row's chunks (the same chunks and sums for a row in any batch)
 //   o:         the product
 //   rows:      h += o; x = RMSNorm(h), quantized for gate_up
 //   gate_up:   the product
@@ -157,6 +157,16 @@ inline void add_rows(float* h, const float* a, const float* b, int64_t r0, int64
   }
 }
 
+// Tokens of a chunk of a long row's attention (run_team). Fixed, so that a row's sums depend on its own length only;
+// 512: the default model's rows up to 512 tokens take one pass, as before chunks, and a 4,096-token row 8 chunks.
+constexpr int64_t kChunkTokens = 512;
+
+// One attention task of a step: unit u's KV heads from g0 (as many as the step's tasks take), over its tokens
+// (chunk < 0) or chunk `chunk` of them
+struct AttnTask {
+  int64_t u, chunk, g0;
+};
+
 template <typename KV>
 void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, const TeamInputs& in, const TeamHead* head = nullptr) {
   const int64_t B = in.B, hidden = in.hidden, D = in.D, H = in.H, Hkv = in.Hkv, G = H / Hkv;
@@ -177,11 +187,33 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   }
   const int64_t U = static_cast<int64_t>(unit.size());
   unit.push_back(B);
-  // Split-KV when a task per (unit, KV head) leaves a thread short (one request of 3 KV heads on 2 threads
-  // ran 2 tasks against 1): each unit's tokens in nt ranges, all its heads a task, the ranges' outputs merged
-  const int64_t S = U * Hkv < 2 * nt ? std::min(nt, 16) : 1;  // the merge holds at most 16 ranges' weights
-  const int64_t per = S > 1 || U >= kWholeRows ? Hkv : 1, tasks = U * (Hkv / per) * S, nq = per * G * rmax;
-  const int64_t Lpad = score_stride(in.Lmax);
+  // Attention tasks (AttnTask). A row's attention is computed the same way whatever else is in the step: over
+  // its tokens at once up to kChunkTokens, else over fixed chunks of kChunkTokens merged in order (the chunks
+  // depend on the row's own length only), so a request's tokens do not change with the batch it runs in, and a
+  // verify row's logits are the decode row's bits. (Split-KV over one range per thread, taken only where a
+  // batch had fewer tasks than two a thread, made a lone request's sums differ from the same request's in a
+  // batch or a verify, and near-ties flipped.) A task is one unit's KV heads (all of them from kWholeRows units
+  // up) over its tokens or one chunk of them.
+  std::vector<int64_t> chunks(U);  // unit u's chunks (1: not chunked)
+  int64_t S = 1;
+  for (int64_t u = 0; u < U; ++u) {
+    const int64_t L = in.lens[unit[u + 1] - 1];
+    chunks[u] = L > kChunkTokens ? (L + kChunkTokens - 1) / kChunkTokens : 1;
+    S = std::max(S, chunks[u]);
+  }
+  const int64_t per = U >= kWholeRows ? Hkv : 1;
+  std::vector<AttnTask> attn_tasks;
+  std::vector<int64_t> merged_rows;  // rows of chunked units: their chunks merged (or the one they have copied)
+  for (int64_t u = 0; u < U; ++u) {
+    // a unit's chunks side by side under each KV head, so that a thread's share takes long and short chunks alike
+    // (one request of 800 tokens: chunks of 512 and 288, 1,312 token-heads a thread against 1,088, not 1,536 against 864)
+    for (int64_t g0 = 0; g0 < Hkv; g0 += per)
+      for (int64_t c = 0; c < chunks[u]; ++c) attn_tasks.push_back({u, chunks[u] > 1 ? c : -1, g0});
+    if (chunks[u] > 1)
+      for (int64_t r = unit[u]; r < unit[u + 1]; ++r) merged_rows.push_back(r);
+  }
+  const int64_t tasks = static_cast<int64_t>(attn_tasks.size()), nq = per * G * rmax;
+  const int64_t Lpad = score_stride(std::min(in.Lmax, kChunkTokens));
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const int64_t kmax = std::max<int64_t>({hidden, qs, inter});
   // The step's buffers. Barrier mode: one set, rewritten layer after layer, and h updated in place. Redo mode
@@ -195,6 +227,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
   const int64_t sets = redo ? NL : 1, nb_max = B * kmax / 32;
   const int64_t f_qkv = B * width, f_q = B * qs, f_attn = B * qs, f_o = B * hidden, f_gu = B * 2 * inter, f_dn = B * hidden,
                 f_parts = S > 1 ? S * B * qs : 0, f_stats = S > 1 ? S * B * H * 2 : 0, f_h = redo ? 2 * B * hidden : 0;
+  // (parts and stats: chunk c of row r at c * B + r)
   const int64_t f_layer = f_qkv + f_q + f_attn + f_o + f_gu + f_dn + f_parts + f_stats + f_h;
   // each layer's four quantized inputs (redo), or one shared by every product (barrier): B * kmax values, 2 x nb_max scales
   const int64_t quants = redo ? 4 * NL + 1 : 1, f_quant = 2 * nb_max, i_quant = B * kmax;
@@ -253,7 +286,7 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
 #pragma omp parallel num_threads(nt)
   {
     const int tid = omp_get_thread_num(), n_threads = omp_get_num_threads();
-    std::vector<float> sc(nq * Lpad), kf(kKeyRows * D), ot(rmax > 1 ? nq * D : 0), krot(D), xr(hidden);
+    std::vector<float> sc(nq * Lpad), kf(kKeyRows * D), ot(rmax > 1 ? nq * D : 0), krot(D), xr(hidden), wts(S);
     int64_t p_at = 0;  // this thread's phase: every thread calls the same phases in the same order
     auto phase = [&](int64_t n, auto&& work) {
       team_phase(tid, n_threads, n, marks != nullptr ? marks + p_at * kRedoTeam : nullptr, epoch, margin, grace, work, p_at);
@@ -311,45 +344,50 @@ void run_team(std::vector<Layer>& layers, const std::vector<TeamLayer>& team, co
           }
         }
       });
-      // attention, each task's output quantized for o (its heads are whole blocks of 32: checked by the caller)
+      // attention: a direct task's output quantized for o; a chunk's output and softmax statistics kept for the merge
       phase(tasks, [&](int64_t t0, int64_t t1) {
         const AttnPool<KV> pool{l.k, l.v, kvs};
-        for (int64_t task = t0; task < t1 && S == 1; ++task) {
-          const int64_t u = task / (Hkv / per), g0 = (task % (Hkv / per)) * per, b0 = unit[u], R = unit[u + 1] - b0;
-          const int64_t off = b0 * qs + g0 * G * D;
-          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, 0, in.lens[b0 + R - 1], g0, per, G,
-                                           D, scale, b.q + off, qs, sc.data(), Lpad, kf.data(), ot.data(), b.attn + off, qs);
-          for (int64_t r = b0; r < b0 + R; ++r)
-            quantize_blocks(t.o, b.attn + r * qs + g0 * G * D, r, g0 * G * D / 32, (g0 + per) * G * D / 32, xq_o);
-        }
-        for (int64_t task = t0; task < t1 && S > 1; ++task) {  // split-KV: token range si of unit u, every head
-          const int64_t u = task / S, si = task % S, b0 = unit[u], R = unit[u + 1] - b0, L = in.lens[b0 + R - 1];
-          attention_rows<float, KV, float>(pool, in.idx + (b0 + R - 1) * in.Lmax, in.lens + b0, R, L * si / S, L * (si + 1) / S, 0, Hkv,
-                                           G, D, scale, b.q + b0 * qs, qs, sc.data(), Lpad, kf.data(), ot.data(),
-                                           b.parts + (si * B + b0) * qs, qs, b.stats + (si * B + b0) * H * 2, H * 2);
+        for (int64_t i = t0; i < t1; ++i) {
+          const AttnTask& task = attn_tasks[i];
+          const int64_t b0 = unit[task.u], R = unit[task.u + 1] - b0, L = in.lens[b0 + R - 1], h0 = task.g0 * G;
+          const int64_t ta = task.chunk >= 0 ? task.chunk * kChunkTokens : 0;
+          const int64_t tb = task.chunk >= 0 ? std::min(L, ta + kChunkTokens) : L;
+          const int64_t* slots = in.idx + (b0 + R - 1) * in.Lmax;
+          if (task.chunk < 0) {
+            attention_rows<float, KV, float>(pool, slots, in.lens + b0, R, ta, tb, task.g0, per, G, D, scale, b.q + b0 * qs + h0 * D, qs,
+                                             sc.data(), Lpad, kf.data(), ot.data(), b.attn + b0 * qs + h0 * D, qs);
+            for (int64_t r = b0; r < b0 + R; ++r)
+              quantize_blocks(t.o, b.attn + r * qs + h0 * D, r, h0 * D / 32, (h0 + per * G) * D / 32, xq_o);
+          } else {
+            const int64_t at = task.chunk * B + b0;
+            attention_rows<float, KV, float>(pool, slots, in.lens + b0, R, ta, tb, task.g0, per, G, D, scale, b.q + b0 * qs + h0 * D, qs,
+                                             sc.data(), Lpad, kf.data(), ot.data(), b.parts + at * qs + h0 * D, qs,
+                                             b.stats + (at * H + h0) * 2, H * 2);
+          }
         }
       });
-      if (S > 1) {
-        // o = sum_i w_i o_i / sum_i w_i, w_i = l_i exp(m_i - max m): the softmax over all the ranges' scores
-        phase(B * Hkv, [&](int64_t i0, int64_t i1) {
+      if (!merged_rows.empty()) {
+        // a chunked unit's row: o = sum_c w_c o_c / sum_c w_c, w_c = l_c exp(m_c - max m), over its own chunks in order
+        // (the softmax over all of them); a row whose tokens fit in its first chunk takes that chunk's output as it is
+        phase(static_cast<int64_t>(merged_rows.size()) * Hkv, [&](int64_t i0, int64_t i1) {
           for (int64_t i = i0; i < i1; ++i) {
-            const int64_t r = i / Hkv, g = i % Hkv;
+            const int64_t r = merged_rows[i / Hkv], g = i % Hkv, Kr = (in.lens[r] + kChunkTokens - 1) / kChunkTokens;
             for (int64_t j = g * G; j < (g + 1) * G; ++j) {
-              float top = -std::numeric_limits<float>::infinity(), w[16], wsum = 0.f;
-              for (int64_t si = 0; si < S; ++si) {
-                const float* st = b.stats + ((si * B + r) * H + j) * 2;
-                if (st[1] > 0.f) top = std::max(top, st[0]);
-              }
-              for (int64_t si = 0; si < S; ++si) {
-                const float* st = b.stats + ((si * B + r) * H + j) * 2;
-                w[si] = st[1] > 0.f ? st[1] * fast_exp(st[0] - top) : 0.f;
-                wsum += w[si];
-              }
               float* out = b.attn + r * qs + j * D;
+              if (Kr == 1) {
+                std::memcpy(out, b.parts + r * qs + j * D, D * sizeof(float));
+                continue;
+              }
+              float top = -std::numeric_limits<float>::infinity(), wsum = 0.f;
+              for (int64_t c = 0; c < Kr; ++c) top = std::max(top, b.stats[((c * B + r) * H + j) * 2]);
+              for (int64_t c = 0; c < Kr; ++c) {
+                const float* st = b.stats + ((c * B + r) * H + j) * 2;
+                wts[c] = st[1] * fast_exp(st[0] - top);
+                wsum += wts[c];
+              }
               for (int64_t d = 0; d < D; d += 8) {  // head sizes are multiples of 16
                 vf8 acc = vf8{};
-                for (int64_t si = 0; si < S; ++si)
-                  if (w[si] > 0.f) acc += w[si] * load8(b.parts + (si * B + r) * qs + j * D + d);
+                for (int64_t c = 0; c < Kr; ++c) acc += wts[c] * load8(b.parts + (c * B + r) * qs + j * D + d);
                 acc /= wsum;
                 std::memcpy(out + d, &acc, sizeof(acc));
               }
