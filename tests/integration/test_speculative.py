@@ -100,6 +100,36 @@ def greedy(pair) -> tuple[list[dict], list[dict]]:
     return a, b
 
 
+def test_the_default_configuration_speculates_the_plain_servers_greedy_tokens_alone_and_batched(monkeypatch):
+    # the default arithmetic (the GGUF's Q4 blocks, int8 / int16 activations, bfloat16 KV) through the fused step:
+    # a verify row's logits are the decode row's bits and a row's the same in any batch (team_step.h's fixed
+    # attention chunks), so NGRAM emits the plain server's tokens here too, and a batch the lone requests' tokens
+    monkeypatch.delenv("SGLANG_CPU_GGUF_MATH")  # the suite's float32 (tests/conftest.py): the measured plan instead
+
+    def build(**extra) -> Scheduler:
+        sa = ServerArgs(max_total_tokens=8192, log_level="warning", **extra)
+        get_context().publish(sa, role="scheduler", warn=False)
+        return Scheduler(sa, 0, 0, f"tcp://127.0.0.1:{free_port()}")
+
+    with get_context().preserve_config():
+        plain, spec = build(), build(speculative_algorithm="NGRAM")
+        runner = plain.tp_worker.model_runner
+        assert runner.fused_decode is not None and spec.spec is not None and "q4_i8" in runner.weight_format.summary()
+        # the passage, and three open questions whose answers parted from the plain server's within 15-32 tokens when a
+        # lone request's attention was split per thread (bench/speculative.py's open chat)
+        prompts = [chat(plain, p) for p in [PROMPTS[0], "Write a short story about a dragon who learns to paint.",
+                                            "Explain how rainbows form, for a ten-year-old.",
+                                            "What are the pros and cons of working from home?"]]
+        alone = [run(plain, [p], {"max_new_tokens": 48})[0]["ids"] for p in prompts]
+        batched = [r["ids"] for r in run(plain, prompts, {"max_new_tokens": 48})]
+        spec.spec.flush()
+        drafted = [run(spec, [p], {"max_new_tokens": 48})[0] for p in prompts]
+        spec_batched = [r["ids"] for r in run(spec, prompts, {"max_new_tokens": 48})]
+    assert batched == alone
+    assert [r["ids"] for r in drafted] == alone and spec_batched == alone
+    assert drafted[0]["spec"]["spec_accept_length"] > 1.5  # the passage is copied: the verifies did run
+
+
 def test_greedy_tokens_equal_without_speculation_and_drafts_are_accepted(pair, greedy):
     a, b = greedy
     assert [r["ids"] for r in b] == [r["ids"] for r in a]
