@@ -16,18 +16,17 @@ pytestmark = [pytest.mark.compiler]
 STALL_US = 3000  # far past any phase of the tiny model: only the other thread can finish it in time
 
 
-def _setup(rows: tuple[int, ...], decode: bool, first_token: bool | str = False, bias: bool = False):
+def _setup(rows: tuple[int, ...], decode: bool, lens_kind: str = "short", bias: bool = False):
     from helpers.tiny_llama import gguf_model_and_pool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
     model, pool = gguf_model_and_pool(7, bias)
     gen = torch.Generator().manual_seed(8)
-    if decode:  # one row a request; "long": past a chunk of the attention (team_step.h's kChunkTokens, 512)
-        if first_token == "long":
-            lens = torch.randint(600, 1000, (len(rows),), generator=gen)
-        else:
-            lens = torch.full((len(rows),), 1) if first_token else torch.randint(2, 60, (len(rows),), generator=gen)
-        width = 1024 if first_token == "long" else 64
+    if decode:  # one row a request of 2-59 tokens ("short"), its first ("first"), or past a chunk of the attention
+        # ("long": team_step.h's kChunkTokens, 512)
+        lo, hi = {"short": (2, 60), "first": (1, 2), "long": (600, 1000)}[lens_kind]
+        lens = torch.randint(lo, hi, (len(rows),), generator=gen)
+        width = 1024 if lens_kind == "long" else 64
         slots = torch.arange(len(rows) * width).view(len(rows), width) + 16
         fb = ForwardBatch(ForwardMode.DECODE, torch.randint(0, 300, (len(rows),), generator=gen), lens - 1,
                           slots[torch.arange(len(rows)), lens - 1], (lens - 1).tolist(), [1] * len(rows), torch.arange(len(rows)),
@@ -71,12 +70,12 @@ def kernels(monkeypatch):
     torch.set_num_threads(saved)
 
 
-@pytest.mark.parametrize("rows,decode,first_token", [((1,), True, False), ((1,), True, True), ((1, 1, 1), True, False),
-                                                     ((1,) * 9, True, False), ((6,), False, False), ((4, 3), False, False),
-                                                     ((1, 1), True, "long")],
+@pytest.mark.parametrize("rows,decode,lens_kind", [((1,), True, "short"), ((1,), True, "first"), ((1, 1, 1), True, "short"),
+                                                   ((1,) * 9, True, "short"), ((6,), False, "short"), ((4, 3), False, "short"),
+                                                   ((1, 1), True, "long")],
                          ids=["one-row", "one-row-first-token", "three-rows", "nine-rows", "verify-6", "verify-4-3", "two-long-rows"])
-def test_a_stalled_thread_is_covered_at_every_phase_and_the_step_keeps_its_bits(kernels, rows, decode, first_token):
-    model, pool, fb = _setup(rows, decode, first_token)
+def test_a_stalled_thread_is_covered_at_every_phase_and_the_step_keeps_its_bits(kernels, rows, decode, lens_kind):
+    model, pool, fb = _setup(rows, decode, lens_kind)
     assert sum(rows) <= kernels.step_redo_rows()
     kernels.set_step_redo(False)
     want = _step(model, pool, fb, kernels)
