@@ -81,7 +81,7 @@ def replay(runs: list[tuple[list[int], list[int], float]], k_max: int, max_token
         store.add("r", prompt + answer[:1])
         pos = 1
         while pos < len(answer):
-            k, n = ngram_want(store, matches, "r", state, k_max)
+            k, match = ngram_want(store, matches, "r", state, k_max)
             k = min(k, max_tokens - pos - 1)  # the speculator's room: max_new_tokens (an answer may end sooner, at EOS)
             drafts = store.draft("r", k) if k > 0 else []
             ok = 0
@@ -89,7 +89,7 @@ def replay(runs: list[tuple[list[int], list[int], float]], k_max: int, max_token
                 ok += 1
             if drafts:
                 state.update(len(drafts), ok)
-                matches.update(n[0], len(drafts), ok, n[1])
+                matches.update(match[0], len(drafts), ok, match[1])
                 verifies += 1
             cost += verify_cost(1 + len(drafts)) if drafts else 1.0
             steps += 1

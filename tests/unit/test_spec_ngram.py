@@ -336,12 +336,12 @@ def test_draft_state_backs_off_then_probes():
 def test_match_length_is_the_longest_window_that_occurred_before():
     s = NgramStore(1, 4)
     s.add("a", [1, 2, 3, 9, 2, 3])
-    assert s.match_length("a") == 2  # "2 3" occurred before (followed by 9); "9 2 3" did not
+    assert s.match("a")[0] == 2  # "2 3" occurred before (followed by 9); "9 2 3" did not
     s.extend("a", [9])
-    assert s.match_length("a") == 3  # "2 3 9" occurred before (followed by 2); "9 2 3 9" did not
-    assert s.match_length("b") == 0
+    assert s.match("a")[0] == 3  # "2 3 9" occurred before (followed by 2); "9 2 3 9" did not
+    assert s.match("b")[0] == 0
     s.add("c", [7, 8])
-    assert s.match_length("c") == 0  # nothing ending "7 8" occurred before
+    assert s.match("c")[0] == 0  # nothing ending "7 8" occurred before
 
 
 SOURCE = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # a passage in the prompt; the answer copies it with an edit
@@ -355,26 +355,26 @@ SOURCE = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]  # a passage in the prompt
 def test_an_edited_copy_drafts_the_source_again_after_the_edit(answer, drafted):
     s = NgramStore(1, 4)
     s.add("r", [1, 2, *SOURCE, 3, *answer])
-    assert s.match_length("r") == 4  # the four tokens before the edit, not the 1-2 token windows ending in it
+    assert s.match("r")[0] == 4  # the four tokens before the edit, not the 1-2 token windows ending in it
     assert s.draft("r", 3) == drafted
 
 
 def test_the_resync_needs_a_long_window_and_an_alignment():
     s = NgramStore(1, 4)
     s.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 98, 99])  # two new tokens after "10 11 12 13": no edit of one token
-    assert s.draft("r", 3) == [] and s.match_length("r") == 0
+    assert s.draft("r", 3) == [] and s.match("r")[0] == 0
     s.add("q", [1, 2, *SOURCE, 3, 12, 13, 99, 14])  # "12 13" is two tokens: too short to trust (RESYNC_BELOW 3)
     assert s.draft("q", 2) == [15, 16]  # the exact "14" window still drafts, as without the resync
-    assert s.match_length("q") == 1
+    assert s.match("q")[0] == 1
     p = NgramStore(1, 4, match_type="PROB")
     p.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 99, 14])
-    assert p.match_length("r") == 1  # PROB chains successors of the longest window: no resync
+    assert p.match("r")[0] == 1  # PROB chains successors of the longest window: no resync
 
 
 def test_an_unbroken_copy_keeps_its_longest_match():
     s = NgramStore(1, 4)
     s.add("r", [1, 2, *SOURCE, 3, 10, 11, 12, 13, 14])
-    assert s.match_length("r") == 4 and s.draft("r", 3) == [15, 16, 17]
+    assert s.match("r")[0] == 4 and s.draft("r", 3) == [15, 16, 17]
 
 
 def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less():
@@ -407,7 +407,7 @@ def test_a_match_is_ambiguous_once_its_window_was_followed_by_two_different_toke
     s.add("a", [5, 1, 2, 6, 7, 8, 3, 5])
     assert s.match("a") == (1, False)  # "5" was followed by 1 only
     s.extend("a", [4, 9, 5])
-    assert s.match("a") == (1, True) and s.match_length("a") == 1  # "5" then 1, then 4: its draft is a guess
+    assert s.match("a") == (1, True)  # "5" then 1, then 4: its draft is a guess
     assert s.draft("a", 2) == [4, 9]  # still the latest successor (BFS)
     s.add("b", [1, 2, 6, 0, 6, 7])
     assert s.match("b") == (2, False) and s.match("nobody") == (0, False)

@@ -155,10 +155,6 @@ class NgramStore:
             return n, e is not None and len(e.next) > 1
         return self.anchor(seq)[2:]
 
-    def match_length(self, rid: str) -> int:
-        """The length of ``match(rid)`` (0: none)."""
-        return self.match(rid)[0]
-
     def draft(self, rid: str, k: int) -> list[int]:
         """Up to ``min(k, max_depth)`` tokens likely to follow ``rid``'s sequence; empty when nothing matches."""
         k = min(k, self.max_depth)
