@@ -392,7 +392,13 @@ def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less()
     assert m.rate(12) < 0.1
 
 
-def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before():
+def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before(monkeypatch):
+    from sglang.srt.speculative import draft_policy as dp
+
+    # priced by the Zen 4 EPYC's table, where the buckets' priors were measured (whether a prior pays is the host's
+    # table's call: below, the Zen 1 EPYC's dearer rows turn the same 1-token match down)
+    zen4 = next(t.cpu for t in dp.VERIFY_COSTS_BY_FAMILY["avx512_vnni"] if "model 17" in t.cpu)
+    monkeypatch.setattr(dp, "_host", lambda: ("avx512_vnni", zen4))
     m, st = MatchAcceptance(), DraftState()
     for _ in range(20):
         st.update(4, 0)  # this request's drafts all failed (short matches of a paraphrase)
@@ -400,6 +406,9 @@ def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before(
     assert st.want(5, m.rate(12)) == best_k(m.rate(12), 5) > 0  # a long match still drafts, as its bucket earns
     assert st.want(5, m.rate(1, ambiguous=True)) == 0  # a common word's latest successor
     assert st.want(5, m.rate(1)) > 0  # a 1-token match followed by one token so far (a rare word of the prompt)
+    zen1 = next(t.cpu for t in dp.VERIFY_COSTS_BY_FAMILY["avx2"] if "family 23 model 1)" in t.cpu)
+    monkeypatch.setattr(dp, "_host", lambda: ("avx2", zen1))  # a 2-row verify at 1.5+ decode rows: 1.45 tokens lose
+    assert st.want(5, m.rate(1)) == 0 and st.want(5, m.rate(12)) > 0
 
 
 def test_a_match_is_ambiguous_once_its_window_was_followed_by_two_different_tokens():
