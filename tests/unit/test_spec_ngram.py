@@ -321,7 +321,18 @@ def test_a_cpu_model_prices_verify_rows_by_its_own_table(monkeypatch):
     assert dp.verify_costs() == slow.rows and dp.best_k(0.6, 8) == 0
 
 
-def test_draft_state_backs_off_then_probes():
+def price_verify_rows_as(monkeypatch: pytest.MonkeyPatch, family: str, cpu_marker: str) -> None:
+    """Price verify rows by one measured CPU's table (the one of ``family`` whose CPU model contains ``cpu_marker``)
+    instead of this host's: which draft lengths pay is each CPU's own call (the Zen 1 EPYC's dearer rows turn down
+    acceptances the Zen 4 one drafts at), and these tests assert the policy's logic, whatever CPU runs them."""
+    from sglang.srt.speculative import draft_policy as dp
+
+    cpu = next(t.cpu for t in dp.VERIFY_COSTS_BY_FAMILY[family] if cpu_marker in t.cpu)
+    monkeypatch.setattr(dp, "_host", lambda: (family, cpu))
+
+
+def test_draft_state_backs_off_then_probes(monkeypatch):
+    price_verify_rows_as(monkeypatch, "avx512_vnni", "family 25 model 17)")  # where the prior 0.6 drafts a first match
     st = DraftState()
     assert st.want(8) > 0
     for _ in range(20):
@@ -393,12 +404,9 @@ def test_match_acceptance_learns_per_match_length_and_short_matches_draft_less()
 
 
 def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before(monkeypatch):
-    from sglang.srt.speculative import draft_policy as dp
-
     # priced by the Zen 4 EPYC's table, where the buckets' priors were measured (whether a prior pays is the host's
     # table's call: below, the Zen 1 EPYC's dearer rows turn the same 1-token match down)
-    zen4 = next(t.cpu for t in dp.VERIFY_COSTS_BY_FAMILY["avx512_vnni"] if "model 17" in t.cpu)
-    monkeypatch.setattr(dp, "_host", lambda: ("avx512_vnni", zen4))
+    price_verify_rows_as(monkeypatch, "avx512_vnni", "family 25 model 17)")
     m, st = MatchAcceptance(), DraftState()
     for _ in range(20):
         st.update(4, 0)  # this request's drafts all failed (short matches of a paraphrase)
@@ -406,8 +414,7 @@ def test_a_match_bucket_decides_ngram_drafts_whatever_the_request_missed_before(
     assert st.want(5, m.rate(12)) == best_k(m.rate(12), 5) > 0  # a long match still drafts, as its bucket earns
     assert st.want(5, m.rate(1, ambiguous=True)) == 0  # a common word's latest successor
     assert st.want(5, m.rate(1)) > 0  # a 1-token match followed by one token so far (a rare word of the prompt)
-    zen1 = next(t.cpu for t in dp.VERIFY_COSTS_BY_FAMILY["avx2"] if "family 23 model 1)" in t.cpu)
-    monkeypatch.setattr(dp, "_host", lambda: ("avx2", zen1))  # a 2-row verify at 1.5+ decode rows: 1.45 tokens lose
+    price_verify_rows_as(monkeypatch, "avx2", "family 23 model 1)")  # a 2-row verify at 1.6 decode rows: 1.45 tokens lose
     assert st.want(5, m.rate(1)) == 0 and st.want(5, m.rate(12)) > 0
 
 

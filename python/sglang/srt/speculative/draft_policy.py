@@ -37,7 +37,7 @@ class VerifyCosts:
 # throughput: on AVX-512 VNNI the integer kernels stream each weight block once for several rows (0.1-0.3 of a decode
 # row each, with a step from 4 to 5 rows where the int16 kernels take a second pass); on AVX2 the vpmaddubsw /
 # vpmaddwd products are compute-bound even at one row, so each row adds its own multiply-adds: 0.24-0.30 of a
-# decode row on average on the Zen 2 EPYC, 0.49-0.59 on the Zen 1 one (its 256-bit operations run as two
+# decode row on average on the Zen 2 EPYC, 0.6 on the Zen 1 one (its 256-bit operations run as two
 # 128-bit halves; 0.37-0.53 before its one-row weight prefetch made the decode row faster).
 # docs/benchmarks.md, "Speculative decoding", has the runs. A faster decode row makes each extra row dearer in its
 # units, so the tables are re-measured whenever the decode step changes.
@@ -68,8 +68,13 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
         # row runs near the bandwidth while each extra row adds compute-bound multiply-adds: 0.3-0.5 of a decode row
         VerifyCosts("AMD EPYC (family 25 model 1)", (
             (1, 1.10), (2, 1.36), (3, 1.88), (4, 2.40), (5, 2.75), (6, 3.22), (8, 3.41), (10, 4.45), (12, 5.21), (16, 6.52))),
+        # the Zen 1 EPYC (family 23 model 1), re-measured 2026-12-07 after the step's redo and the batch-invariant attention
+        # made its decode row faster (6.4-7.8 ms against 8.4): 2 / 3 / 4 / 6 rows as the server pays them
+        # (bench/spec_flow_cost.py: 1.68 / 2.47 / 2.83 / 4.11), the rest the mean of two bench/spec_cost.py --rounds 15
+        # runs (1.63-1.67 / 2.20-2.27 / 2.67-2.77 / 4.00 at those widths). Each extra row 0.6 of a decode row: the
+        # products are compute-bound at one row here. The table of 2026-12-05 read 1.56 / 2.17 / 2.65 / 3.87
         VerifyCosts("AMD EPYC (family 23 model 1)", (
-            (1, 1.07), (2, 1.56), (3, 2.17), (4, 2.65), (5, 3.32), (6, 3.87), (8, 5.13), (10, 6.40), (12, 7.41), (16, 9.88))),
+            (1, 1.04), (2, 1.66), (3, 2.31), (4, 2.76), (5, 3.35), (6, 4.04), (8, 5.35), (10, 6.36), (12, 7.72), (16, 10.31))),
     ),
 }
 # a family with no table of its own (none built now), or a host without one: the avx2 family's tables
