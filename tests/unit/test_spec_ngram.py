@@ -11,7 +11,7 @@ import torch
 
 from sglang.srt.layers.sampler import RequestSampler, target_probs
 from sglang.srt.sampling.sampling_params import SamplingParams
-from sglang.srt.speculative.draft_policy import PROBE_EVERY, DraftState, MatchAcceptance, best_k, expected_tokens, fit_budget
+from sglang.srt.speculative.draft_policy import PROBE_EVERY, DraftState, MatchAcceptance, best_k, expected_tokens, fit_budget, probe_every
 from sglang.srt.speculative.ngram_store import NgramStore
 from sglang.srt.speculative.verify import accept_chain, verify
 
@@ -337,11 +337,29 @@ def test_draft_state_backs_off_then_probes(monkeypatch):
     assert st.want(8) > 0
     for _ in range(20):
         st.update(4, 0)
-    wants = [st.want(8) for _ in range(3 * PROBE_EVERY)]
-    assert wants.count(1) == 3 and set(wants) == {0, 1}  # one probe every PROBE_EVERY steps
+    every = probe_every()
+    assert every >= PROBE_EVERY
+    wants = [st.want(8) for _ in range(3 * every)]
+    assert wants.count(1) == 3 and set(wants) == {0, 1}  # one probe every probe_every() steps
     for _ in range(20):
         st.update(6, 6)
     assert st.want(8) >= 4
+
+
+def test_probes_are_further_apart_where_a_two_row_verify_is_dear(monkeypatch):
+    from sglang.srt.speculative import draft_policy as dp
+
+    fast = dp.VerifyCosts("fast CPU", ((1, 1.0), (2, 1.1), (4, 1.3)))  # a probe's extra row: 0.1 of a decode row
+    dear = dp.VerifyCosts("dear CPU", ((1, 1.0), (2, 1.7), (4, 3.0)))  # 0.7: every 8 steps would spend 9% of them
+    monkeypatch.setitem(dp.VERIFY_COSTS_BY_FAMILY, "avx2", (fast, dear))
+    assert probe_every("avx2", "fast CPU") == PROBE_EVERY  # never closer than PROBE_EVERY
+    assert probe_every("avx2", "dear CPU") == math.ceil(0.7 / dp.PROBE_BUDGET) == 35
+    monkeypatch.setattr(dp, "_host", lambda: ("avx2", "dear CPU"))
+    st = DraftState()
+    for _ in range(20):
+        st.update(4, 0)
+    wants = [st.want(8) for _ in range(70)]
+    assert wants.count(1) == 2 and wants.index(1) == 34  # the 35th step at k = 0 probes, then the 70th
 
 
 def test_match_length_is_the_longest_window_that_occurred_before():

@@ -6,7 +6,8 @@ row's logits, and the rows it adds while each weight block streams once for all 
 ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
 ``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
 (no match, or acceptance too low) runs the ordinary decode step: nothing extra is verified. A request at
-``k = 0`` still probes one draft every ``PROBE_EVERY`` steps, so its estimate can recover.
+``k = 0`` still probes one draft every ``probe_every()`` steps (at least ``PROBE_EVERY``, further apart where a
+2-row verify is dear: ``PROBE_BUDGET``), so its estimate can recover.
 
 Past the compute knee a batch is no longer bound by streaming weights, and every verified row costs a
 whole row of compute: a batch speculates only while ``batch + drafted rows <= COMPUTE_KNEE``, so at
@@ -16,6 +17,7 @@ whole row of compute: a batch speculates only while ``batch + drafted rows <= CO
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from sglang.utils.env import env_number
@@ -85,7 +87,12 @@ VERIFY_ROW_COST = 0.30  # and each extra row, on average
 # the Zen 4 EPYC a 2-row verify costs 1.17-1.18 decode rows, so a 1-token match's 20% acceptance modelled a 1.7% gain)
 MIN_GAIN = 1.02
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
-PROBE_EVERY = 8
+PROBE_EVERY = 8  # steps between probes, at least
+# what the probes of a request at k = 0 may cost, in decode rows a step: a probe is a 2-row verify whose draft mostly
+# fails (it probes because its estimate says drafts do not pay), C(2) - 1 rows spent for little. On the Zen 1 EPYC a
+# 2-row verify is 1.66 decode rows, and one probe every 8 steps cost open chat 2.6% of its decode (bench/spec_replay.py:
+# 0.974x -> 0.989x at one every 33, input-grounded 1.09x -> 1.12x); on the Zen 4 EPYC (1.18) the interval stays 8-9
+PROBE_BUDGET = 0.02
 _DECAY = 0.7
 
 
@@ -154,6 +161,18 @@ def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float
         if rate > best_rate * 1.0001:
             best, best_rate = k, rate
     return best
+
+
+def probe_every(family: str | None = None, cpu: str | None = None) -> int:
+    """Steps between one request's probe drafts while its estimate says no draft pays: ``PROBE_EVERY``, or more where
+    a probe's extra row (``verify_cost(2) - 1``, family / CPU model as ``verify_costs`` reads them) would cost more
+    than ``PROBE_BUDGET`` of a decode row a step."""
+    return _probe_every(verify_costs(family, cpu))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe_every(pts: tuple[tuple[int, float], ...]) -> int:
+    return max(PROBE_EVERY, math.ceil((_interpolate(pts, 2) - 1.0) / PROBE_BUDGET))
 
 
 @functools.lru_cache(maxsize=64)
@@ -233,7 +252,7 @@ class DraftState:
         k = best_k(a, k_max)
         if k == 0:
             self.idle += 1
-            if self.idle >= PROBE_EVERY:
+            if self.idle >= probe_every():
                 self.idle = 0
                 return 1
         return k
