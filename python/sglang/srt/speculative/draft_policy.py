@@ -229,11 +229,12 @@ class MatchAcceptance:
 class DraftState:
     """One request's acceptance estimate: decayed accepted drafts over decayed tried positions."""
 
-    __slots__ = ("idle", "succ", "tried")
+    __slots__ = ("every", "idle", "succ", "tried")
 
     def __init__(self) -> None:
         self.succ, self.tried = 1.2, 2.0  # prior 0.6: optimistic enough to try a first match
         self.idle = 0
+        self.every = probe_every()  # this host's, read once a request (the table's lookup took 5 us a step)
 
     @property
     def rate(self) -> float:
@@ -252,7 +253,7 @@ class DraftState:
         k = best_k(a, k_max)
         if k == 0:
             self.idle += 1
-            if self.idle >= probe_every():
+            if self.idle >= self.every:
                 self.idle = 0
                 return 1
         return k
