@@ -166,13 +166,8 @@ def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float
 def probe_every(family: str | None = None, cpu: str | None = None) -> int:
     """Steps between one request's probe drafts while its estimate says no draft pays: ``PROBE_EVERY``, or more where
     a probe's extra row (``verify_cost(2) - 1``, family / CPU model as ``verify_costs`` reads them) would cost more
-    than ``PROBE_BUDGET`` of a decode row a step."""
-    return _probe_every(verify_costs(family, cpu))
-
-
-@functools.lru_cache(maxsize=16)
-def _probe_every(pts: tuple[tuple[int, float], ...]) -> int:
-    return max(PROBE_EVERY, math.ceil((_interpolate(pts, 2) - 1.0) / PROBE_BUDGET))
+    than ``PROBE_BUDGET`` of a decode row a step. Read once a request (``DraftState``)."""
+    return max(PROBE_EVERY, math.ceil((verify_cost(2, family, cpu) - 1.0) / PROBE_BUDGET))
 
 
 @functools.lru_cache(maxsize=64)
