@@ -78,8 +78,8 @@ void i16_group(const uint8_t* wg, const uint16_t* smg, const int16_t* xq, const 
       F::widen(F::load(wb, i), &a, &c);
       for (int m = 0; m < M; ++m) {
         const int16_t* xb = xq + m * K + b * 32 + 4 * i;
-        sa[m] = isa::dot_i16(sa[m], a, bcast4(xb));
-        sc[m] = isa::dot_i16(sc[m], c, bcast4(xb + 2));
+        sa[m] = isa::dot_i16(sa[m], a, xb);
+        sc[m] = isa::dot_i16(sc[m], c, xb + 2);
       }
     }
     const uint16_t* s = smg + b * (F::kMin ? 16 : 8);
