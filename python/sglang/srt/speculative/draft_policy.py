@@ -53,11 +53,11 @@ VERIFY_COSTS_BY_FAMILY: dict[str, tuple[VerifyCosts, ...]] = {
     # more runs with the 512-bit pass read 6 / 8 rows 2.11-2.43 / 2.56: the same within the runs' spread
     "amx": (VerifyCosts("Intel(R) Xeon(R) Processor (family 6 model 167)", (
         (1, 1.11), (2, 1.27), (3, 1.48), (4, 1.68), (5, 1.99), (6, 2.30), (8, 2.50), (10, 4.37), (12, 4.40), (16, 4.75))),),
-    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-08 after the integer products read their activations by
-    # the instruction's broadcast (a plain decode step 2.76-2.79 ms as the server pays it, against about 3.1 before):
+    # the Zen 4 EPYC (family 25 model 17), re-measured 2026-12-07 (evening) after the integer products read their
+    # activations by the instruction's broadcast (a plain decode step 2.76-2.79 ms as the server pays it, against about 3.1 before):
     # 2 / 3 / 4 / 6 rows as the server pays them (bench/spec_flow_cost.py, two runs: 1.20-1.21 / 1.36-1.37 / 1.59 /
     # 2.16-2.17; 5 rows, not drafted there, between 4 and 6). 1 row and 8-16 the medians of four bench/spec_cost.py
-    # --rounds 15 runs of 2026-12-07 (8 rows 2.60-3.34: this VM's speed moves within minutes). The table of 2026-12-07
+    # --rounds 15 runs of that morning (8 rows 2.60-3.34: this VM's speed moves within minutes). The table before
     # read 1.18 / 1.30 / 1.47 / 1.79 / 2.00 at 2-6 rows: the decode row got cheaper, the extra rows less so
     "avx512_vnni": (VerifyCosts("AMD EPYC (family 25 model 17)", (
         (1, 1.11), (2, 1.21), (3, 1.37), (4, 1.59), (5, 1.88), (6, 2.17), (8, 2.86), (10, 3.52), (12, 4.16), (16, 5.54))),),
