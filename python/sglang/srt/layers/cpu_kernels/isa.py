@@ -196,15 +196,17 @@ MEASURED: dict[str, tuple[Measured, ...]] = {
                  ms={"float32": (12.4, 19.9, 87.1, 362.3), "int16": (4.7, 7.3, 41.0, 163.2), "mixed": (9.0, 14.2, 66.1, 277.9),
                      "mixed16": (4.5, 6.8, 41.1, 187.4), "bf16": (16.8, 18.4, 37.2, 98.6), "int8": (4.4, 6.4, 37.4, 186.6)}),
     ),
-    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX (Zen 4, family 25 model 17), 2026-12-07, with the int16
-    # products of 5+ rows on 512-bit registers (int16_zmm.h): mixed16 1.63-1.95x float32, 1.47-1.63x mixed and
-    # 1.08-1.12x int16, within 5-10% of int8 (which is under the quality bar): mixed16 wins every bucket (2026-12-03,
-    # without int16 timed: 6.7 / 11.5 / 49.6 / 185.3 ms, within 2-17% of int8)
+    # the 2-core AMD EPYC with AVX-512 VNNI and BF16, no AMX (Zen 4, family 25 model 17), 2026-12-07 evening, after the
+    # integer products read their activations by the instruction's broadcast, in a fast spell (DRAM 41-47 GB/s):
+    # mixed16 1.77-2.43x float32, 1.39-1.77x mixed and 1.03-1.17x int16, within 0-10% of int8 (which is under the
+    # quality bar): mixed16 wins every bucket (tied with int16 at one row, and taken as the arithmetic the other buckets
+    # won). That morning, with the int16 products of 5+ rows newly on 512-bit registers (int16_zmm.h): 4.3 / 8.7 / 35.0
+    # / 143.0 ms, the same picks (2026-12-03, without int16 timed: 6.7 / 11.5 / 49.6 / 185.3 ms)
     "avx512_vnni": (
         Measured(cpu="AMD EPYC (family 25 model 17)",
                  command="bench/decode_step.py --best --maths float32,int16,mixed,mixed16,int8 --batches 1,4,32,128",
-                 ms={"float32": (9.2, 18.7, 70.3, 279.3), "int16": (4.7, 10.3, 39.1, 160.6), "mixed": (7.0, 13.6, 51.6, 215.6),
-                     "mixed16": (4.3, 8.7, 35.0, 143.0), "int8": (4.1, 7.9, 32.9, 135.5)}),
+                 ms={"float32": (5.5, 10.7, 68.0, 270.2), "int16": (3.2, 5.0, 36.0, 142.5), "mixed": (4.3, 7.8, 48.7, 192.3),
+                     "mixed16": (3.1, 4.4, 30.9, 121.7), "int8": (3.1, 4.0, 27.8, 112.1)}),
     ),
     # the 2-core AVX2-only AMD EPYC (no AVX-512; family 23 model 49), quiet (load average under 1.3), with the head in
     # the one-region step, the lean integer kernels (isa_avx2.h) and the vectorized softmax: mixed16 1.46x / 1.35x /
