@@ -9,6 +9,8 @@
 #endif
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace isa {
 #if defined(SGLANG_ISA_AMX)
 constexpr const char* kFamily = "amx";  // this library, built for the amx family (its AMX tiles are oneDNN's)
@@ -24,8 +26,10 @@ constexpr bool kLeanRows = false;
 // ({1to8}). GCC issues _mm256_set1_epi32 of a load as a vpbroadcastd of its own before each vpdpbusd; the folded
 // load took q4_linear_i8 from 2.10-2.20 to 1.86-1.94 ns a block of 8 outputs a row at 8-64 rows, 2.17 to 2.02 at 4
 // (Zen 4 EPYC, one thread, in cache: bench/int_products.py)
+// (the operand names the 4 bytes the instruction reads, typed so that they alias the activations' stores)
+typedef int32_t any32 __attribute__((may_alias));
 inline __m256i dpbusd_at(__m256i acc, __m256i w, const int8_t* x) {
-  __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x)));
+  __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const any32*>(x)));
   return acc;
 }
 
@@ -50,7 +54,7 @@ inline __m256i dot_q8_block(const __m256i* wu, const int8_t* x) { return dot_q4_
 // the instruction's own broadcast as dpbusd_at reads its bytes (q4_linear_i16 at 1 / 2 / 4 rows 1.10x / 1.07x / 1.02x;
 // int16_zmm.h's 512-bit pass keeps its vpbroadcastd: the folded {1to16} read 1-2% slower there)
 inline __m256i dot_i16(__m256i acc, __m256i w, const int16_t* x) {
-  __asm__("vpdpwssd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x)));
+  __asm__("vpdpwssd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const any32*>(x)));
   return acc;
 }
 }  // namespace isa
