@@ -85,14 +85,14 @@ FALLBACK_FAMILY = "avx2"
 VERIFY_BASE_COST = 1.11  # the linear summary of avx512_vnni's table: the 1-row verify against the decode row
 VERIFY_ROW_COST = 0.30  # and each extra row, on average
 # a draft length is taken only where its modelled tokens per decode row beat the plain step's 1 by this factor (on
-# the Zen 4 EPYC a 2-row verify costs 1.17-1.18 decode rows, so a 1-token match's 20% acceptance modelled a 1.7% gain)
+# the Zen 4 EPYC a 2-row verify cost 1.17-1.18 decode rows when this was set, so a 1-token match's 20% acceptance modelled a 1.7% gain)
 MIN_GAIN = 1.02
 COMPUTE_KNEE = env_number("SGLANG_SPEC_COMPUTE_KNEE", 6, int, minimum=1)
 PROBE_EVERY = 8  # steps between probes, at least
 # what the probes of a request at k = 0 may cost, in decode rows a step: a probe is a 2-row verify whose draft mostly
 # fails (it probes because its estimate says drafts do not pay), C(2) - 1 rows spent for little. On the Zen 1 EPYC a
 # 2-row verify is 1.66 decode rows, and one probe every 8 steps cost open chat 2.6% of its decode (bench/spec_replay.py:
-# 0.974x -> 0.989x at one every 33, input-grounded 1.09x -> 1.12x); on the Zen 4 EPYC (1.18) the interval stays 8-9
+# 0.974x -> 0.989x at one every 33, input-grounded 1.09x -> 1.12x); on the Zen 4 EPYC (1.21) the interval is 11
 PROBE_BUDGET = 0.02
 _DECAY = 0.7
 
