@@ -284,7 +284,10 @@ class Scheduler(FaultContainment, KVPages):
             mwb.input_logprob_top = [r.params.top_logprobs_num for r in batch.reqs]
         mwb.drafts, mwb.draft_probs = batch.drafts, batch.draft_probs
         self.forward_ct += 1
+        t0 = time.perf_counter()
         result = self.tp_worker.forward_batch_generation(mwb)
+        if self.spec is not None:
+            self.spec.timed(batch, time.perf_counter() - t0)  # what verify rows cost here (its draft policy's prices)
         if self.spec is not None and batch.mode is ForwardMode.EXTEND:
             self.spec.after_extend(batch)  # STANDALONE: the draft model prefills the same tokens
         self.profiler.step()

@@ -4,7 +4,8 @@ A verify forward over ``1 + k`` rows of one request costs ``T(1) * C(1 + k)``, `
 kernel family and CPU model (``VERIFY_COSTS_BY_FAMILY``: the verify step's own cost, an extend forward with every
 row's logits, and the rows it adds while each weight block streams once for all of them); with a per-position acceptance ``a`` it emits
 ``E(k) = 1 + a + .. + a^k`` tokens on average. Each step picks the ``k`` that maximises
-``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step), from an acceptance estimate that decays towards recent steps; ``k = 0``
+``E(k) / C(1 + k)`` (1 for ``k = 0``: the decode step; ``C`` the table in force, which a speculator calibrates live:
+``cost_meter.VerifyCostMeter``), from an acceptance estimate that decays towards recent steps; ``k = 0``
 (no match, or acceptance too low) runs the ordinary decode step: nothing extra is verified. A request at
 ``k = 0`` still probes one draft every ``probe_every()`` steps (at least ``PROBE_EVERY``, further apart where a
 2-row verify is dear: ``PROBE_BUDGET``), so its estimate can recover.
@@ -144,17 +145,18 @@ def _interpolate(pts: tuple[tuple[int, float], ...], rows: int) -> float:
 
 
 def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float | None = None, family: str | None = None,
-           cpu: str | None = None) -> int:
+           cpu: str | None = None, table: tuple[tuple[int, float], ...] | None = None) -> int:
     """The draft length maximising tokens per unit of step time (0: do not speculate): against the measured
-    ``verify_cost`` of ``1 + k`` rows (kernel family ``family`` on CPU model ``cpu``, as ``verify_costs`` reads
-    them: both None, this host's), or the linear ``base_cost + row_cost * k`` where either is given. Drafting must
-    beat the plain decode step by ``MIN_GAIN``: a table's runs spread wider than the last percent a draft would earn."""
+    ``verify_cost`` of ``1 + k`` rows (``table``, the (rows, cost) pairs in force, e.g. a speculator's
+    ``VerifyCostMeter``'s; else kernel family ``family`` on CPU model ``cpu``, as ``verify_costs`` reads them: both
+    None, this host's), or the linear ``base_cost + row_cost * k`` where either is given. Drafting must beat the
+    plain decode step by ``MIN_GAIN``: a table's runs spread wider than the last percent a draft would earn."""
     if row_cost is not None or base_cost is not None:
         row = VERIFY_ROW_COST if row_cost is None else row_cost
         base = VERIFY_BASE_COST if base_cost is None else base_cost
         costs = tuple(base + row * k for k in range(k_max + 1))
     else:
-        costs = _costs_up_to(verify_costs(family, cpu), k_max)
+        costs = _costs_up_to(table if table is not None else verify_costs(family, cpu), k_max)
     best, best_rate, tokens = 0, MIN_GAIN, 1.0
     for k in range(1, k_max + 1):
         tokens += a**k  # expected_tokens(a, k), summed in its order
@@ -164,14 +166,30 @@ def best_k(a: float, k_max: int, row_cost: float | None = None, base_cost: float
     return best
 
 
-def probe_every(family: str | None = None, cpu: str | None = None) -> int:
+def probe_every(family: str | None = None, cpu: str | None = None, table: tuple[tuple[int, float], ...] | None = None) -> int:
     """Steps between one request's probe drafts while its estimate says no draft pays: ``PROBE_EVERY``, or more where
-    a probe's extra row (``verify_cost(2) - 1``, family / CPU model as ``verify_costs`` reads them) would cost more
-    than ``PROBE_BUDGET`` of a decode row a step. Read once a request (``DraftState``)."""
-    return max(PROBE_EVERY, math.ceil((verify_cost(2, family, cpu) - 1.0) / PROBE_BUDGET))
+    a probe's extra row (``verify_cost(2) - 1`` by ``table``, else family / CPU model as ``verify_costs`` reads them)
+    would cost more than ``PROBE_BUDGET`` of a decode row a step. Read once a request (``DraftState``), or once a
+    table (``CostTable``)."""
+    two = _interpolate(table, 2) if table is not None else verify_cost(2, family, cpu)
+    return max(PROBE_EVERY, math.ceil((two - 1.0) / PROBE_BUDGET))
 
 
-@functools.lru_cache(maxsize=64)
+@dataclass(frozen=True)
+class CostTable:
+    """The verify costs a speculator prices drafts by (``rows``: (rows, cost in decode rows), as
+    ``VerifyCosts.rows``) and the probe interval they imply (``every``: ``probe_every`` of them), computed once a
+    table so that ``DraftState.want`` reads both without a lookup."""
+
+    rows: tuple[tuple[int, float], ...]
+    every: int
+
+    @staticmethod
+    def of(rows: tuple[tuple[int, float], ...]) -> CostTable:
+        return CostTable(rows, probe_every(table=rows))
+
+
+@functools.lru_cache(maxsize=256)
 def _costs_up_to(pts: tuple[tuple[int, float], ...], k_max: int) -> tuple[float, ...]:
     """``_interpolate(pts, 1 + k)`` for k = 0..k_max: ``best_k`` runs once a request a step, right after a step has
     flushed the caches, where interpolating the table for every k took 20-30 us of a 3.5 ms step (keyed by the
@@ -236,20 +254,22 @@ class DraftState:
     def rate(self) -> float:
         return self.succ / self.tried
 
-    def want(self, k_max: int, match_rate: float | None = None) -> int:
+    def want(self, k_max: int, match_rate: float | None = None, costs: CostTable | None = None) -> int:
         """Drafts to ask for this step (before the match and the batch budget cut it). ``match_rate``: the
         acceptance drafts after this step's kind of match have had (``MatchAcceptance``, NGRAM), which then decides
-        alone; without one (a draft model's drafts) this request's own acceptance does. Replayed on recorded answers
+        alone; without one (a draft model's drafts) this request's own acceptance does. ``costs``: the verify costs in
+        force (the speculator's ``VerifyCostMeter``: the host's table calibrated live); None: the host's table as
+        measured (``verify_costs``), with the probe interval read when this state was made. Replayed on recorded answers
         (``bench/spec_replay.py``) the request's own estimate only lowered what the match's says: a request that
         paraphrases its document still copies whole phrases after long matches, and its estimate, decayed by the
         short matches' misses, turned those long matches down (the geometric mean of the two drafted for 1.37x /
         1.19x / 1.04x of the plain decode on copy-heavy / input-grounded / open chat, the match's alone 1.46x /
         1.28x / 1.06x on the AMX Xeon)."""
         a = self.rate if match_rate is None else match_rate
-        k = best_k(a, k_max)
+        k = best_k(a, k_max, table=None if costs is None else costs.rows)
         if k == 0:
             self.idle += 1
-            if self.idle >= self.every:
+            if self.idle >= (self.every if costs is None else costs.every):
                 self.idle = 0
                 return 1
         return k

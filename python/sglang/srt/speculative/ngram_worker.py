@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sglang.srt.runtime_context import get_spec
-from sglang.srt.speculative.draft_policy import DraftState, MatchAcceptance
+from sglang.srt.speculative.draft_policy import CostTable, DraftState, MatchAcceptance
 from sglang.srt.speculative.ngram_store import ENTRY_BYTES, NgramStore
 from sglang.srt.speculative.spec_worker import Speculator
 
@@ -20,12 +20,14 @@ if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
 
 
-def ngram_want(store: NgramStore, matches: MatchAcceptance, rid: str, state: DraftState, k_max: int) -> tuple[int, tuple[int, bool]]:
+def ngram_want(store: NgramStore, matches: MatchAcceptance, rid: str, state: DraftState, k_max: int,
+               costs: CostTable | None = None) -> tuple[int, tuple[int, bool]]:
     """(drafts to ask for, the match: its length and whether it is ambiguous) for request ``rid`` this step: none
-    without a match, else the draft length for the request's acceptance and its match kind's (``DraftState.want``).
-    Who calls: the speculator, and ``bench/spec_replay.py``, which replays recorded answers through this same rule."""
+    without a match, else the draft length for the request's acceptance and its match kind's (``DraftState.want``,
+    priced by ``costs``: None, the host's table). Who calls: the speculator (its meter's table), and
+    ``bench/spec_replay.py``, which replays recorded answers through this same rule."""
     match = store.match(rid)
-    return (state.want(k_max, matches.rate(*match)) if match[0] else 0), match
+    return (state.want(k_max, matches.rate(*match), costs) if match[0] else 0), match
 
 
 class NgramSpeculator(Speculator):
@@ -45,7 +47,7 @@ class NgramSpeculator(Speculator):
 
     def want(self, req: Req, k_max: int) -> int:
         self._sync(req)
-        k, req.spec.match = ngram_want(self.store, self.matches, req.rid, req.spec.state, k_max)
+        k, req.spec.match = ngram_want(self.store, self.matches, req.rid, req.spec.state, k_max, self.meter.table)
         return k
 
     def learn(self, req: Req, proposed: int, verified: int) -> None:

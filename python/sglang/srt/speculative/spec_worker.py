@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from sglang.srt.constrained.base_grammar_backend import accept_committed, can_rollback
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_spec
-from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, DraftState, fit_budget
+from sglang.srt.speculative.cost_meter import VerifyCostMeter
+from sglang.srt.speculative.draft_policy import COMPUTE_KNEE, DraftState, fit_budget, verify_costs
 from sglang.srt.speculative.verify import force_greedy, grammar_prefix
 
 if TYPE_CHECKING:  # the scheduler owns this object and hands it its batches (no import back into managers)
@@ -87,6 +88,9 @@ class Speculator:
         self.reset_stats()
         self.decode_steps = 0
         self.last_log = (time.monotonic(), 0)
+        # the host's verify-cost table, calibrated by what this server's verifies measure (kept across /flush_cache:
+        # what it learns is about the machine and the model, not the cache)
+        self.meter = VerifyCostMeter(verify_costs())
 
     @staticmethod
     def create(scheduler: Any, check_finished: Callable[..., Any], build_output: Callable[[list[Any]], Any]) -> Speculator | None:
@@ -114,8 +118,8 @@ class Speculator:
         return max(0, get_spec().speculative_num_draft_tokens - 1)
 
     def want(self, req: Req, k_max: int) -> int:
-        """Drafts ``req`` asks for this step (the adaptive draft length: ``draft_policy``)."""
-        return req.spec.state.want(k_max)
+        """Drafts ``req`` asks for this step (the adaptive draft length: ``draft_policy``, priced by the meter's table)."""
+        return req.spec.state.want(k_max, costs=self.meter.table)
 
     def propose(self, reqs: list[Req], ks: list[int]) -> tuple[list[list[int]], list[Any]]:
         """Per request at most ``ks[i]`` drafts with KV pages for them, and per request the draft's probability
@@ -157,6 +161,16 @@ class Speculator:
     @property
     def accept_rate(self) -> float | None:
         return self.accepted / self.proposed if self.proposed else None
+
+    def timed(self, batch: ScheduleBatch, seconds: float) -> None:
+        """The scheduler ran ``batch``'s forward in ``seconds``: a lone request's decode step or verify feeds the
+        cost meter (a batch of several prices its rows against a wider decode step: not this table's unit)."""
+        if len(batch.reqs) != 1:
+            return
+        if batch.mode is ForwardMode.DECODE:
+            self.meter.observe(1, seconds)
+        elif batch.mode is ForwardMode.TARGET_VERIFY:
+            self.meter.observe(1 + len(batch.drafts[0]), seconds)
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(self, batch: ScheduleBatch) -> ScheduleBatch:
@@ -269,4 +283,7 @@ class Speculator:
         self.last_log = (now, self.tokens)
         logger.info("Decode batch. #running-req: %d, accept len: %.2f, accept rate: %.2f, gen throughput (token/s): %.2f",
                     running, self.avg_accept_length or 0.0, self.accept_rate or 0.0, (self.tokens - tok0) / max(now - t0, 1e-6))
+        if abs(self.meter.scale - self.meter.logged_scale) >= 0.1:  # a line of its own: upstream's parsers read the one above
+            self.meter.logged_scale = self.meter.scale
+            logger.info("speculative decoding: %s", self.meter.describe())
         self.housekeep()
