@@ -12,9 +12,11 @@ The table in force prices ``w`` rows at ``1 + s * (C(w) - 1)``: the table's shap
 rather than a measured cost per width, because the policy only ever runs the widths it already thinks pay: a width
 it stopped drafting would keep a stale figure, while the factor moves every width with the ones that run.
 
-Medians, not means: a VM's step times have a long tail (a descheduled thread holds a step for a time slice).
-Until both a baseline (``MIN_DECODE`` plain steps) and ``MIN_WIDTH`` verifies of some width exist, the table is
-the host's own. ``SGLANG_SPEC_COST_CALIBRATION=0`` keeps the host's table throughout (for experiments, and
+Medians, not means: a VM's step times have a long tail (a descheduled thread holds a step for a time slice). And
+the table counts as ``PRIOR_SAMPLES`` verifies at factor 1, so a few minutes of a spell move the factor, a few steps
+do not: served on the Zen 4 EPYC without that weight, the factor swung between 0.60 and 1.15 within ten seconds
+(2-row verifies measured at 0.97-1.24 decode rows as the windows filled). Until both a baseline (``MIN_DECODE``
+plain steps) and ``MIN_WIDTH`` verifies of some width exist, the table is the host's own. ``SGLANG_SPEC_COST_CALIBRATION=0`` keeps the host's table throughout (for experiments, and
 ``bench/spec_replay.py``'s deterministic replays, which price by it).
 """
 
@@ -30,7 +32,8 @@ CALIBRATION_ENV = "SGLANG_SPEC_COST_CALIBRATION"
 WINDOW = 32  # timings kept per width: about a minute of one stream's verifies at that width, a few seconds of decode
 DECODE_WINDOW = 64
 MIN_DECODE = 16  # plain one-request steps before the baseline counts
-MIN_WIDTH = 4  # verifies of a width before it counts in the fit
+MIN_WIDTH = 8  # verifies of a width before it counts in the fit
+PRIOR_SAMPLES = 16  # the table's weight in the fit, in verifies at factor 1
 REFRESH = 8  # observations between two fits
 STEP = 0.05  # the factor moves in steps of this size (a table is priced afresh per distinct factor: few of them)
 SCALE_MIN, SCALE_MAX = 0.25, 4.0  # beyond these a measurement is more likely wrong than the table
@@ -50,7 +53,7 @@ class VerifyCostMeter:
         self.decode: deque[float] = deque(maxlen=DECODE_WINDOW)
         self.widths: dict[int, deque[float]] = {}
         self._since = 0
-        self.logged_scale = 1.0  # the factor the last log line reported (Speculator._log)
+        self.logged = (1.0, 0.0)  # the factor the last log line reported and when (Speculator._log)
 
     def observe(self, rows: int, seconds: float) -> None:
         """A decode-phase forward of one request took ``seconds`` (``rows``: 1 for a plain decode step, ``1 + drafts``
@@ -73,6 +76,7 @@ class VerifyCostMeter:
 
     def _fit(self) -> None:
         num = den = 0.0
+        count = 0
         for w, cost in self.measured().items():
             extra = _interpolate(self.prior, w) - 1.0
             if extra <= 0.0:  # a table whose rows cost nothing extra: no level to scale
@@ -80,9 +84,11 @@ class VerifyCostMeter:
             n = len(self.widths[w])
             num += n * (cost - 1.0)
             den += n * extra
+            count += n
         if den <= 0.0:
             return
-        scale = min(SCALE_MAX, max(SCALE_MIN, round(num / den / STEP) * STEP))
+        prior = PRIOR_SAMPLES * den / count  # PRIOR_SAMPLES verifies of the measured widths' mix, at factor 1
+        scale = min(SCALE_MAX, max(SCALE_MIN, round((num + prior) / (den + prior) / STEP) * STEP))
         if abs(scale - self.scale) >= STEP / 2:
             self.scale = scale
             self.table = CostTable.of(tuple((r, 1.0 + (c - 1.0) * scale) for r, c in self.prior))

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # the scheduler owns this object and hands it its batches (no
 logger = logging.getLogger("sglang.srt.managers.scheduler")
 
 DECODE_LOG_INTERVAL = 40  # decode steps between two "Decode batch" log lines, upstream's default
+# the cost meter's line (after a decode log line) when its factor moved this much since the last one, at most this often
+CALIBRATION_LOG_MOVE, CALIBRATION_LOG_EVERY = 0.2, 30.0
 
 
 def ineligible(req: Req) -> str | None:
@@ -87,6 +89,7 @@ class Speculator:
         self.check_finished, self.build_output = check_finished, build_output
         self.reset_stats()
         self.decode_steps = 0
+        self.emitted = 0  # tokens emitted by decode-phase steps, never reset: the log line's throughput
         self.last_log = (time.monotonic(), 0)
         # the host's verify-cost table, calibrated by what this server's verifies measure (kept across /flush_cache:
         # what it learns is about the machine and the model, not the cache)
@@ -202,6 +205,7 @@ class Speculator:
             self.steps += 1
             if not d:
                 self.tokens += 1  # a plain row emits one token
+                self.emitted += 1
                 r.spec.histogram[:1] = [(r.spec.histogram or [0])[0] + 1]
         if not any(drafts):
             return batch
@@ -258,6 +262,7 @@ class Speculator:
         sp.histogram.extend([0] * (accepted + 1 - len(sp.histogram)))
         sp.histogram[accepted] += 1
         self.tokens += n
+        self.emitted += n
         self.proposed += len(drafts)
         self.accepted += accepted
         keep = -(-req.seq_len // s.page_size)  # pages past the committed sequence hold rejected drafts only
@@ -280,10 +285,11 @@ class Speculator:
     def _log(self, running: int) -> None:
         now = time.monotonic()
         t0, tok0 = self.last_log
-        self.last_log = (now, self.tokens)
+        self.last_log = (now, self.emitted)  # not self.tokens: /flush_cache resets it (a negative rate once was)
         logger.info("Decode batch. #running-req: %d, accept len: %.2f, accept rate: %.2f, gen throughput (token/s): %.2f",
-                    running, self.avg_accept_length or 0.0, self.accept_rate or 0.0, (self.tokens - tok0) / max(now - t0, 1e-6))
-        if abs(self.meter.scale - self.meter.logged_scale) >= 0.1:  # a line of its own: upstream's parsers read the one above
-            self.meter.logged_scale = self.meter.scale
+                    running, self.avg_accept_length or 0.0, self.accept_rate or 0.0, (self.emitted - tok0) / max(now - t0, 1e-6))
+        scale, when = self.meter.logged
+        if abs(self.meter.scale - scale) >= CALIBRATION_LOG_MOVE and now - when >= CALIBRATION_LOG_EVERY:
+            self.meter.logged = (self.meter.scale, now)  # a line of its own: upstream's parsers read the one above
             logger.info("speculative decoding: %s", self.meter.describe())
         self.housekeep()
