@@ -6,12 +6,13 @@ the target would have accepted follow from the answer alone. This generates ``be
 once in-process with the default configuration (``--extra-args`` adds server flags), timing each prompt's prefill
 and the decode steps, then replays every answer through the speculator's own rule (``ngram_worker.ngram_want``, the
 n-gram store, ``DraftState`` and ``MatchAcceptance``, the store fresh per request as the bench flushes it) and
-prices each step with ``draft_policy.verify_cost``. It prints, per workload, the verify steps, the accept length,
-the modelled decode-phase speed-up and the end-to-end one with the measured prefill added to both sides, and
-the ceiling of both on this CPU model: every draft accepted, at the draft length that earns the most under
-its verify costs (no policy beats it; where a target exceeds it, the CPU's verify rows put it out of reach).
-What it leaves out is what ``bench/speculative.py`` measures: the scheduler's work per step and the serving
-processes.
+prices each step with ``draft_policy.verify_cost`` (the host's table as measured: a server calibrates it live,
+``speculative/cost_meter.py``, so its drafts can differ from the replay's where the table is off). It prints, per
+workload, the verify steps, the accept length, the modelled decode-phase speed-up and the end-to-end one with the
+measured prefill added to both sides, and the ceiling of both on this CPU model: every draft accepted, at the draft
+length that earns the most under its verify costs (no policy beats it; where a target exceeds it, the CPU's verify
+rows put it out of reach). What it leaves out is what ``bench/speculative.py`` measures: the scheduler's work per
+step and the serving processes.
 
     .venv/bin/python bench/spec_replay.py [--max-tokens 96] [--extra-args "..."]
 """
