@@ -52,8 +52,10 @@ def _cheap_verify_rows(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def pair() -> tuple[Scheduler, Scheduler]:
     plain = _build()
-    with pytest.MonkeyPatch.context() as mp:  # priced by the table alone, as _cheap_verify_rows says why (the live
-        mp.setenv("SGLANG_SPEC_COST_CALIBRATION", "0")  # calibration has tests of its own: test_spec_cost_meter.py)
+    # priced by the table alone, as _cheap_verify_rows says why (the live calibration has tests of its own:
+    # tests/unit/test_spec_cost_meter.py, test_spec_calibration.py)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SGLANG_SPEC_COST_CALIBRATION", "0")
         spec = _build(speculative_algorithm="NGRAM", speculative_num_draft_tokens=8)  # last publish: both read the same bags
     assert plain.spec is None and spec.spec is not None
     return plain, spec

@@ -53,6 +53,7 @@ class VerifyCostMeter:
         self.decode: deque[float] = deque(maxlen=DECODE_WINDOW)
         self.widths: dict[int, deque[float]] = {}
         self._since = 0
+        self.observed = 0  # timings taken, all widths (the windows keep the latest)
         self.logged = (1.0, 0.0)  # the factor the last log line reported and when (Speculator._log)
 
     def observe(self, rows: int, seconds: float) -> None:
@@ -61,6 +62,7 @@ class VerifyCostMeter:
         if not self.enabled or rows < 1 or not seconds > 0.0:
             return
         (self.decode if rows == 1 else self.widths.setdefault(rows, deque(maxlen=WINDOW))).append(seconds)
+        self.observed += 1
         self._since += 1
         if self._since >= REFRESH:
             self._since = 0

@@ -39,10 +39,10 @@ def test_verifies_and_plain_steps_feed_the_meter_and_price_the_policy(monkeypatc
         meter = s.spec.meter
         assert meter.enabled and meter.prior == verify_costs() and meter.table == CostTable.of(meter.prior)
         chat = generate(s, "chat", "Write a short poem about autumn leaves.", 24)  # mostly plain steps: the baseline
-        copies = [generate(s, f"copy{i}", f"Repeat the following text exactly, word for word:\n\n{PASSAGE}", 64) for i in range(2)]
+        copies = [generate(s, f"copy{i}", f"Repeat the following text exactly, word for word:\n\n{PASSAGE}", 64) for i in range(3)]
         # one timing per decode-phase step of a lone request (its plain rows and its verifies), each by its width
-        steps = chat["spec_verify_ct"] + sum(c["spec_verify_ct"] for c in copies)
-        assert len(meter.decode) + sum(len(t) for t in meter.widths.values()) == steps
+        assert meter.observed == chat["spec_verify_ct"] + sum(c["spec_verify_ct"] for c in copies)
+        assert len(meter.decode) + sum(len(t) for t in meter.widths.values()) <= meter.observed
         copy = copies[0]
         assert copy["spec_num_proposed_drafts"] > 0 and meter.widths
         assert min(meter.widths) >= 2 and max(meter.widths) <= s.spec.max_drafts() + 1
