@@ -16,8 +16,9 @@ Medians, not means: a VM's step times have a long tail (a descheduled thread hol
 the table counts as ``PRIOR_SAMPLES`` verifies at factor 1, so a few minutes of a spell move the factor, a few steps
 do not: served on the Zen 4 EPYC without that weight, the factor swung between 0.60 and 1.15 within ten seconds
 (2-row verifies measured at 0.97-1.24 decode rows as the windows filled). Until both a baseline (``MIN_DECODE``
-plain steps) and ``MIN_WIDTH`` verifies of some width exist, the table is the host's own. ``SGLANG_SPEC_COST_CALIBRATION=0`` keeps the host's table throughout (for experiments, and
-``bench/spec_replay.py``'s deterministic replays, which price by it).
+plain steps) and ``MIN_WIDTH`` verifies of some width exist, the table is the host's own.
+``SGLANG_SPEC_COST_CALIBRATION=0`` keeps the host's table throughout (for experiments; ``bench/spec_replay.py``'s
+deterministic replays price by the table too).
 """
 
 from __future__ import annotations
