@@ -53,6 +53,7 @@ void pair_rows(const uint8_t* wa, const uint8_t* wb, const uint16_t* sa, const u
                const float* xs, float* y, int64_t K, int64_t N, int64_t n0) {
   const int64_t nb = K / 32, ss = F::kMin ? 16 : 8;
   __m512 acc[M];
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pa = wa + b * F::kBytes;
@@ -73,6 +74,7 @@ void pair_rows(const uint8_t* wa, const uint8_t* wb, const uint16_t* sa, const u
       }
     }
     const __m512 dw = load_f16x16(sa + b * ss, sb + b * ss);
+#pragma GCC unroll 8
     for (int m = 0; m < M; ++m)
       acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[m]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[m * nb + b])), acc[m]);
   }
@@ -83,8 +85,10 @@ void pair_rows(const uint8_t* wa, const uint8_t* wb, const uint16_t* sa, const u
       const __m512 mn = load_f16x16(sa + b * 16 + 8, sb + b * 16 + 8);
       for (int m = 0; m < M; ++m) macc[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[m * nb + b]), macc[m]);
     }
+#pragma GCC unroll 8
     for (int m = 0; m < M; ++m) acc[m] = _mm512_add_ps(acc[m], macc[m]);
   }
+#pragma GCC unroll 8
   for (int m = 0; m < M; ++m) _mm512_storeu_ps(y + m * N + n0, acc[m]);
 }
 
