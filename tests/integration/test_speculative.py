@@ -52,12 +52,17 @@ def _cheap_verify_rows(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def pair() -> tuple[Scheduler, Scheduler]:
     plain = _build()
-    # priced by the table alone, as _cheap_verify_rows says why (the live calibration has tests of its own:
-    # tests/unit/test_spec_cost_meter.py, test_spec_calibration.py)
+    # priced by the avx512_vnni table alone, as _cheap_verify_rows says why: the speculator takes its table when it is
+    # built, before any test's fixture runs (the live calibration has tests of its own: tests/unit/test_spec_cost_meter.py,
+    # test_spec_calibration.py)
+    from sglang.srt.speculative import draft_policy
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SGLANG_SPEC_COST_CALIBRATION", "0")
+        mp.setattr(draft_policy, "_host", lambda: ("avx512_vnni", "any CPU model"))
         spec = _build(speculative_algorithm="NGRAM", speculative_num_draft_tokens=8)  # last publish: both read the same bags
     assert plain.spec is None and spec.spec is not None
+    assert spec.spec.meter.table.rows == draft_policy.verify_costs("avx512_vnni")
     return plain, spec
 
 
