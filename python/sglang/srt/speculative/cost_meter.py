@@ -55,7 +55,6 @@ class VerifyCostMeter:
         self.widths: dict[int, deque[float]] = {}
         self._since = 0
         self.observed = 0  # timings taken, all widths (the windows keep the latest)
-        self.logged = (1.0, 0.0)  # the factor the last log line reported and when (Speculator._log)
 
     def observe(self, rows: int, seconds: float) -> None:
         """A decode-phase forward of one request took ``seconds`` (``rows``: 1 for a plain decode step, ``1 + drafts``

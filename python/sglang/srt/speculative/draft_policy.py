@@ -248,7 +248,7 @@ class DraftState:
     def __init__(self) -> None:
         self.succ, self.tried = 1.2, 2.0  # prior 0.6: optimistic enough to try a first match
         self.idle = 0
-        self.every = probe_every()  # this host's, read once a request (the table's lookup took 5 us a step)
+        self.every = 0  # the host table's probe interval, read once (the lookup took 5 us a step) when first needed
 
     @property
     def rate(self) -> float:
@@ -269,6 +269,8 @@ class DraftState:
         k = best_k(a, k_max, table=None if costs is None else costs.rows)
         if k == 0:
             self.idle += 1
+            if costs is None and not self.every:
+                self.every = probe_every()  # a speculator passes its table's; only callers without one read the host's
             if self.idle >= (self.every if costs is None else costs.every):
                 self.idle = 0
                 return 1

@@ -94,6 +94,7 @@ class Speculator:
         # the host's verify-cost table, calibrated by what this server's verifies measure (kept across /flush_cache:
         # what it learns is about the machine and the model, not the cache)
         self.meter = VerifyCostMeter(verify_costs())
+        self.meter_logged = (1.0, 0.0)  # the factor the last calibration line reported, and when (_log)
 
     @staticmethod
     def create(scheduler: Any, check_finished: Callable[..., Any], build_output: Callable[[list[Any]], Any]) -> Speculator | None:
@@ -288,8 +289,8 @@ class Speculator:
         self.last_log = (now, self.emitted)  # not self.tokens: /flush_cache resets it (a negative rate once was)
         logger.info("Decode batch. #running-req: %d, accept len: %.2f, accept rate: %.2f, gen throughput (token/s): %.2f",
                     running, self.avg_accept_length or 0.0, self.accept_rate or 0.0, (self.emitted - tok0) / max(now - t0, 1e-6))
-        scale, when = self.meter.logged
+        scale, when = self.meter_logged
         if abs(self.meter.scale - scale) >= CALIBRATION_LOG_MOVE and now - when >= CALIBRATION_LOG_EVERY:
-            self.meter.logged = (self.meter.scale, now)  # a line of its own: upstream's parsers read the one above
+            self.meter_logged = (self.meter.scale, now)  # a line of its own: upstream's parsers read the one above
             logger.info("speculative decoding: %s", self.meter.describe())
         self.housekeep()
